@@ -1,0 +1,13 @@
+"""mrec — independent Python reference engine for the mrec molecular record format.
+
+A record is a Zarr V3 hierarchy (a live ``<stem>.mrec/`` directory, packed at
+rest into ``<stem>.mrec.zip``).  mrec is written from scratch: numpy,
+zstandard, crc32c and numcodecs are its only run-time dependencies.
+"""
+from .errors import (CorruptionError, MetadataError, MrecError, RefusalError, StoreError,
+                     UnsupportedError, ZipFormatError)
+
+__version__ = "0.1.0"
+
+__all__ = ["MrecError", "RefusalError", "MetadataError", "UnsupportedError", "CorruptionError",
+           "StoreError", "ZipFormatError", "__version__"]

@@ -1,0 +1,70 @@
+"""One error family for everything mrec refuses or cannot read.
+
+Every error mrec raises on purpose is an :class:`MrecError`.  Refusals of
+input that breaks a format rule are :class:`RefusalError` and carry a
+``kind`` drawn from the refusal vocabulary of the specification
+(mrec-notes §8.2) plus a few of mrec's own (``unsupported_codec``,
+``bad_metadata`` ...).  Errors always name *where* (``path``) and *what*.
+"""
+from __future__ import annotations
+
+
+class MrecError(Exception):
+    """Base of every error mrec raises deliberately."""
+
+    kind: str = "error"
+
+    def __init__(self, message: str, *, path: str | None = None, kind: str | None = None):
+        if kind is not None:
+            self.kind = kind
+        self.path = path
+        self.detail = message
+        text = f"{path}: {message}" if path else message
+        super().__init__(text)
+
+
+class RefusalError(MrecError, ValueError):
+    """Input (a frame, a declaration, a store) breaks a rule of the format."""
+
+    kind = "refused"
+
+
+class MetadataError(RefusalError):
+    """A ``zarr.json`` document is malformed or uses something unsupported."""
+
+    kind = "bad_metadata"
+
+
+class UnsupportedError(RefusalError):
+    """A valid Zarr feature outside what the mrec format admits (codec, dtype, grid)."""
+
+    kind = "unsupported"
+
+
+class CorruptionError(MrecError):
+    """Stored bytes fail a check (checksum, truncated shard, impossible index)."""
+
+    kind = "corrupt"
+
+
+class StoreError(MrecError):
+    """A key or file is missing or cannot be read or written."""
+
+    kind = "store"
+
+
+class ZipFormatError(RefusalError):
+    """A ``*.mrec.zip`` archive breaks a packing rule or is not a readable zip."""
+
+    kind = "bad_zip"
+
+
+__all__ = [
+    "MrecError",
+    "RefusalError",
+    "MetadataError",
+    "UnsupportedError",
+    "CorruptionError",
+    "StoreError",
+    "ZipFormatError",
+]

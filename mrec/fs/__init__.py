@@ -1,0 +1,13 @@
+"""Layer 1: POSIX I/O — the only code in mrec that touches files.
+
+Everything above this layer reaches the file system through a
+:class:`FileSystem` object, so tests can swap in :class:`RecordingFileSystem`
+(logs every operation in order) or a fault-injecting one.
+"""
+from .base import FileSystem, Op
+from .posix import PosixFileSystem
+from .recording import RecordingFileSystem
+
+DEFAULT_FS = PosixFileSystem()
+
+__all__ = ["FileSystem", "Op", "PosixFileSystem", "RecordingFileSystem", "DEFAULT_FS"]

@@ -1,0 +1,65 @@
+"""The small file-system interface every upper layer uses (think SQLite's VFS)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Op:
+    """One recorded operation: what, where, at which offset, how many bytes."""
+
+    kind: str                 # read, read_range, write_at, replace, fsync, fsync_dir, truncate, remove, mkdir, rmdir, rename
+    path: str
+    offset: int | None = None
+    length: int | None = None
+    fsync: bool = False       # for replace: whether the temp file was fsynced
+    data: bytes | None = None  # kept only when a recorder asks for payloads
+
+
+@runtime_checkable
+class FileSystem(Protocol):
+    """Byte-level file operations on absolute or relative paths (str)."""
+
+    def read(self, path: str) -> bytes:
+        """Whole file. Raises FileNotFoundError when absent."""
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """``length`` bytes from ``offset`` (pread); short at end of file."""
+
+    def write_at(self, path: str, offset: int, data: bytes) -> None:
+        """Positional write (pwrite); creates the file, never truncates."""
+
+    def replace(self, path: str, data: bytes, *, fsync: bool = False) -> None:
+        """Atomic replace: temp file in the same directory, optional fsync, rename."""
+
+    def rename(self, src: str, dst: str) -> None:
+        """Atomic rename within one file system."""
+
+    def fsync(self, path: str) -> None:
+        """Make a file's data durable."""
+
+    def fsync_dir(self, path: str) -> None:
+        """Make a directory's entries (creates, renames) durable."""
+
+    def truncate(self, path: str, size: int) -> None:
+        """Cut or extend a file to ``size`` bytes."""
+
+    def size(self, path: str) -> int:
+        """Size in bytes. Raises FileNotFoundError when absent."""
+
+    def exists(self, path: str) -> bool: ...
+
+    def is_dir(self, path: str) -> bool: ...
+
+    def list_dir(self, path: str) -> list[str]:
+        """Names in a directory, sorted."""
+
+    def remove(self, path: str) -> None:
+        """Remove a file."""
+
+    def rmdir(self, path: str) -> None:
+        """Remove an empty directory."""
+
+    def makedirs(self, path: str) -> None:
+        """Create a directory and its parents (no error if present)."""

@@ -1,0 +1,403 @@
+"""Zarr V3 arrays: read of any regular chunking, whole writes, and sharded append.
+
+Reading never decodes a chunk outside the requested leading-axis range; for
+an array whose array→bytes codec is ``sharding_indexed`` only the shard
+index and the inner chunks in range are fetched (byte-range reads).
+
+Appending (:class:`ShardedAppender`) lands rows along axis 0 by positional
+writes: new inner chunks at the shard file's tail, then the index (at the
+start of the shard) rewritten in place — O(chunk + index) bytes per landing.
+"""
+from __future__ import annotations
+
+import posixpath
+
+import numpy as np
+
+from ..errors import CorruptionError, MetadataError, StoreError
+from .codecs.base import ChunkSpec
+from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
+from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
+
+
+def meta_key(path: str) -> str:
+    return posixpath.join(path, "zarr.json") if path else "zarr.json"
+
+
+def read_node(store, path: str):
+    """Parsed metadata of the node at ``path`` or None when it has no zarr.json."""
+    key = meta_key(path)
+    raw = store.get(key)
+    if raw is None:
+        return None
+    return parse_node(raw, store.describe(key))
+
+
+def write_group(store, path: str, attributes: dict | None = None, *, fsync: bool = False, extra=None) -> GroupMetadata:
+    meta = GroupMetadata(dict(attributes or {}), dict(extra or {}))
+    store.set(meta_key(path), json_dumps(meta.to_json()), fsync=fsync)
+    return meta
+
+
+def _as_rows(data: np.ndarray, meta: ArrayMetadata) -> np.ndarray:
+    dt = meta.data_type
+    if dt.is_string:
+        arr = np.asarray(data, dtype=object)
+    else:
+        arr = np.asarray(data)
+        if arr.dtype != dt.numpy:
+            if arr.dtype.kind != dt.numpy.kind or arr.dtype.itemsize != dt.numpy.itemsize:
+                raise MetadataError(f"data of dtype {arr.dtype} does not match array type {dt.name}")
+            arr = arr.astype(dt.numpy)
+    return arr
+
+
+class Array:
+    """One Zarr V3 array in a store."""
+
+    def __init__(self, store, path: str, meta: ArrayMetadata):
+        self.store = store
+        self.path = path
+        self.meta = meta
+        self._index_cache: dict[str, ShardIndex] = {}
+
+    # -- open / create ---------------------------------------------------------
+    @classmethod
+    def open(cls, store, path: str) -> "Array":
+        node = read_node(store, path)
+        if node is None:
+            raise StoreError("no zarr.json: not an array", path=store.describe(meta_key(path)))
+        if not isinstance(node, ArrayMetadata):
+            raise MetadataError("node is a group, not an array", path=store.describe(meta_key(path)))
+        return cls(store, path, node)
+
+    @classmethod
+    def create(cls, store, path: str, meta: ArrayMetadata, *, fsync: bool = False) -> "Array":
+        arr = cls(store, path, meta)
+        arr.write_metadata(fsync=fsync)
+        return arr
+
+    def write_metadata(self, *, fsync: bool = False) -> None:
+        self.store.set(meta_key(self.path), json_dumps(self.meta.to_json()), fsync=fsync)
+
+    def set_shape(self, shape, *, fsync: bool = False) -> None:
+        """Grow or shrink (axis 0 or any axis) by an atomic replace of zarr.json."""
+        self.meta = self.meta.with_shape(shape)
+        self.write_metadata(fsync=fsync)
+
+    def set_attributes(self, attrs: dict, *, fsync: bool = False) -> None:
+        self.meta = self.meta.with_attributes(attrs)
+        self.write_metadata(fsync=fsync)
+
+    # -- geometry --------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.meta.shape
+
+    @property
+    def dtype(self):
+        return self.meta.data_type.numpy
+
+    @property
+    def name(self) -> str:
+        return self.store.describe(self.path)
+
+    def __len__(self) -> int:
+        return self.meta.shape[0] if self.meta.shape else 1
+
+    def chunk_key(self, coords) -> str:
+        k = self.meta.chunk_key_encoding.key(tuple(coords))
+        return posixpath.join(self.path, k) if self.path else k
+
+    def chunk_spec(self, key: str) -> ChunkSpec:
+        m = self.meta
+        return ChunkSpec(m.chunk_shape, m.data_type, m.fill_value, self.store.describe(key))
+
+    @property
+    def sharding(self) -> ShardingCodec | None:
+        return self.meta.codecs.sharding
+
+    # -- read ------------------------------------------------------------------
+    def read(self, rows: slice | None = None) -> np.ndarray:
+        """The whole array, or a leading-axis range ``rows`` (step allowed)."""
+        m = self.meta
+        if m.ndim == 0:
+            key = self.chunk_key(())
+            raw = self.store.get(key)
+            if raw is None:
+                return np.full((), m.fill_value, dtype=m.data_type.numpy)
+            return self.meta.codecs.decode(raw, self.chunk_spec(key))
+        n = m.shape[0]
+        rows = slice(None) if rows is None else rows
+        start, stop, step = rows.indices(n)
+        if step != 1:
+            lo, hi = (start, stop) if step > 0 else (stop + 1, start + 1)
+            if hi <= lo:
+                return np.full((0, *m.shape[1:]), m.fill_value, dtype=m.data_type.numpy)
+            base = self.read(slice(lo, hi))
+            return base[(start - lo)::step] if step > 0 else base[(start - lo)::step]
+        stop = max(stop, start)
+        return self._read_range(start, stop)
+
+    def __getitem__(self, item):
+        if isinstance(item, slice):
+            return self.read(item)
+        if isinstance(item, (int, np.integer)):
+            n = len(self)
+            i = int(item) + (n if item < 0 else 0)
+            if not 0 <= i < n:
+                raise IndexError(f"row {item} out of range for {self.name} of {n} rows")
+            return self.read(slice(i, i + 1))[0]
+        if item is Ellipsis or item == ():
+            return self.read()
+        raise TypeError("arrays index by an int or a slice of the leading axis")
+
+    def _read_range(self, start: int, stop: int) -> np.ndarray:
+        m = self.meta
+        cs = m.chunk_shape
+        out = np.full((stop - start, *m.shape[1:]), m.fill_value, dtype=m.data_type.numpy)
+        if stop <= start or any(s == 0 for s in m.shape[1:]):
+            return out
+        trailing_grid = tuple(-(-s // c) for s, c in zip(m.shape[1:], cs[1:]))
+        for c0 in range(start // cs[0], -(-stop // cs[0])):
+            lo0 = c0 * cs[0]
+            r_lo, r_hi = max(start, lo0) - lo0, min(stop, lo0 + cs[0]) - lo0
+            for ct in np.ndindex(*trailing_grid):
+                coords = (c0, *ct)
+                block = self._read_chunk_rows(coords, r_lo, r_hi)
+                if block is None:
+                    continue
+                dst = [slice(lo0 + r_lo - start, lo0 + r_hi - start)]
+                src = [slice(None)]
+                for c, s, size in zip(ct, cs[1:], m.shape[1:]):
+                    hi = min((c + 1) * s, size)
+                    dst.append(slice(c * s, hi))
+                    src.append(slice(0, hi - c * s))
+                out[tuple(dst)] = block[tuple(src)]
+        return out
+
+    def _read_chunk_rows(self, coords, r_lo: int, r_hi: int) -> np.ndarray | None:
+        key = self.chunk_key(coords)
+        if self.sharding is not None:
+            return self._read_shard_rows(key, r_lo, r_hi)
+        raw = self.store.get(key)
+        if raw is None:
+            return None
+        chunk = self.meta.codecs.decode(raw, self.chunk_spec(key))
+        return chunk[r_lo:r_hi]
+
+    # -- sharded read ----------------------------------------------------------
+    def shard_index(self, key: str, *, cached: bool = True) -> ShardIndex | None:
+        """Decoded index of the shard at ``key`` (None when the shard is absent)."""
+        if cached and key in self._index_cache:
+            return self._index_cache[key]
+        sh = self.sharding
+        grid = sh.grid(self.meta.chunk_shape, self.name)
+        isize = sh.index_size(grid)
+        offset = 0 if sh.index_location == "start" else -isize
+        raw = self.store.get_range(key, offset, isize)
+        if raw is None:
+            return None
+        where = self.store.describe(key)
+        if len(raw) < isize:
+            raise CorruptionError(f"shard of {len(raw)} bytes is shorter than its {isize}-byte index", path=where)
+        index = sh.decode_index(raw, grid, where)
+        self._index_cache[key] = index
+        return index
+
+    def drop_cache(self) -> None:
+        self._index_cache.clear()
+
+    def _read_shard_rows(self, key: str, r_lo: int, r_hi: int) -> np.ndarray | None:
+        sh = self.sharding
+        index = self.shard_index(key)
+        if index is None:
+            return None
+        m = self.meta
+        shard_shape = m.chunk_shape
+        ics = sh.chunk_shape
+        out = np.full((r_hi - r_lo, *shard_shape[1:]), m.fill_value, dtype=m.data_type.numpy)
+        grid = index.offsets.shape
+        where = self.store.describe(key)
+        inner_spec = ChunkSpec(ics, m.data_type, m.fill_value, where)
+        for i0 in range(r_lo // ics[0], -(-r_hi // ics[0])):
+            lo0 = i0 * ics[0]
+            a, b = max(r_lo, lo0) - lo0, min(r_hi, lo0 + ics[0]) - lo0
+            for it in np.ndindex(*grid[1:]):
+                coord = (i0, *it)
+                if index.is_empty(coord):
+                    continue
+                off, n = int(index.offsets[coord]), int(index.nbytes[coord])
+                label = f"{where} inner chunk {list(coord)}"
+                raw = self.store.get_range(key, off, n)
+                if raw is None or len(raw) != n:
+                    got = 0 if raw is None else len(raw)
+                    raise CorruptionError(f"truncated shard: inner chunk {list(coord)} needs bytes {off}..{off + n}, got {got}", path=where)
+                chunk = sh.codecs.decode(raw, inner_spec.at(label))
+                dst = [slice(lo0 + a - r_lo, lo0 + b - r_lo)]
+                dst += [slice(c * s, (c + 1) * s) for c, s in zip(it, ics[1:])]
+                out[tuple(dst)] = chunk[a:b]
+        return out
+
+    # -- whole write (fixed-size arrays) ---------------------------------------
+    def write(self, data: np.ndarray, *, fsync: bool = False) -> list[str]:
+        """Encode and store every chunk of ``data`` (shape must equal the array's).
+
+        Each chunk key is written by atomic replace.  Returns the keys written.
+        """
+        m = self.meta
+        arr = _as_rows(data, m)
+        if tuple(arr.shape) != m.shape:
+            raise MetadataError(f"data shape {list(arr.shape)} does not match array shape {list(m.shape)}", path=self.name)
+        keys = []
+        cs = m.chunk_shape
+        for coords in np.ndindex(*m.chunk_grid_shape):
+            chunk = np.full(cs, m.fill_value, dtype=m.data_type.numpy)
+            src, dst = [], []
+            for c, s, size in zip(coords, cs, m.shape):
+                hi = min((c + 1) * s, size)
+                src.append(slice(c * s, hi))
+                dst.append(slice(0, hi - c * s))
+            chunk[tuple(dst)] = arr[tuple(src)]
+            key = self.chunk_key(coords)
+            self.store.set(key, self.meta.codecs.encode(chunk, self.chunk_spec(key)), fsync=fsync)
+            keys.append(key)
+        self._index_cache.clear()
+        return keys
+
+
+class ShardedAppender:
+    """Append rows along axis 0 of an array whose codec is ``sharding_indexed`` (index at start).
+
+    Rows are buffered by :meth:`append` and landed by :meth:`land`: every
+    complete inner chunk is encoded once and written at the tail of its
+    shard file; a partial tail chunk is encoded padded with the fill value
+    and re-encoded (at the tail again) by the next landing — the only source
+    of dead bytes.  The index at the start of the shard is rewritten in
+    place.  ``zarr.json`` is *not* written: the caller decides when (the
+    commit protocol); :attr:`array.meta` carries the new shape.
+    """
+
+    def __init__(self, array: Array, rows: int | None = None):
+        sh = array.sharding
+        m = array.meta
+        if sh is None:
+            raise MetadataError("append needs a sharding_indexed array→bytes codec", path=array.name)
+        if sh.index_location != "start":
+            raise MetadataError("append needs index_location 'start'", path=array.name)
+        if m.ndim == 0:
+            raise MetadataError("cannot append to a 0-d array", path=array.name)
+        if any(c < s for c, s in zip(m.chunk_shape[1:], m.shape[1:])):
+            raise MetadataError("append needs shards spanning every trailing axis", path=array.name)
+        self.array = array
+        self.sharding = sh
+        self.shard_rows = m.chunk_shape[0]
+        self.inner_rows = sh.chunk_shape[0]
+        self.grid = sh.grid(m.chunk_shape, array.name)
+        self.index_size = sh.index_size(self.grid)
+        self.rows = m.shape[0] if rows is None else int(rows)
+        self.pending: list[np.ndarray] = []
+        self.pending_rows = 0
+        self.indexes: dict[int, ShardIndex] = {}
+        self.ends: dict[int, int] = {}     # shard number -> byte offset where the next chunk lands
+        self.tail: np.ndarray | None = None
+        part = self.rows % self.inner_rows
+        if part:
+            self.tail = array.read(slice(self.rows - part, self.rows))
+        self.bytes_written = 0
+
+    @property
+    def total_rows(self) -> int:
+        return self.rows + self.pending_rows
+
+    def append(self, data) -> None:
+        m = self.array.meta
+        arr = _as_rows(data, m)
+        if arr.ndim != m.ndim or tuple(arr.shape[1:]) != m.shape[1:]:
+            raise MetadataError(f"rows of shape {list(arr.shape)} do not fit array shape {list(m.shape)}", path=self.array.name)
+        if len(arr):
+            self.pending.append(arr)
+            self.pending_rows += len(arr)
+
+    def _load_shard(self, s: int, key: str, fresh: bool) -> tuple[ShardIndex, int]:
+        if s in self.indexes:
+            return self.indexes[s], self.ends[s]
+        store = self.array.store
+        size = store.size(key)
+        if fresh or size is None:
+            if size is not None:
+                store.truncate(key, 0)      # an uncommitted leftover beyond the logical length
+            index, end = ShardIndex.empty(self.grid), self.index_size
+        else:
+            index = self.array.shard_index(key, cached=False)
+            index = index.copy() if index is not None else ShardIndex.empty(self.grid)
+            end = max(size, self.index_size)
+        self.indexes[s], self.ends[s] = index, end
+        return index, end
+
+    def land(self) -> list[str]:
+        """Write buffered rows; returns the shard keys touched (in order)."""
+        if not self.pending:
+            return []
+        m = self.array.meta
+        parts = ([self.tail] if self.tail is not None else []) + self.pending
+        data = np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
+        base = self.rows - (len(self.tail) if self.tail is not None else 0)
+        end_row = base + len(data)
+        touched: list[str] = []
+        sh = self.sharding
+        ir = self.inner_rows
+        inner_trailing = sh.chunk_shape[1:]
+        for s in range(base // self.shard_rows, -(-end_row // self.shard_rows)):
+            s_lo = s * self.shard_rows
+            key = self.array.chunk_key((s,) + (0,) * (m.ndim - 1))
+            first_inner = max(base, s_lo) - s_lo
+            # a shard is fresh when nothing of it lies below the logical length
+            fresh = base < s_lo or (base == s_lo and self.tail is None)
+            index, pos = self._load_shard(s, key, fresh)
+            blobs = []
+            start_pos = pos
+            last_inner = -(-(min(end_row, s_lo + self.shard_rows) - s_lo) // ir)
+            for i0 in range(first_inner // ir, last_inner):
+                r0 = s_lo + i0 * ir
+                rows = data[r0 - base:min(r0 + ir, end_row) - base]
+                if len(rows) < ir:
+                    pad = np.full((ir, *m.shape[1:]), m.fill_value, dtype=m.data_type.numpy)
+                    pad[:len(rows)] = rows
+                    rows = pad
+                for it in np.ndindex(*self.grid[1:]):
+                    sub = rows[(slice(None), *(slice(c * w, (c + 1) * w) for c, w in zip(it, inner_trailing)))]
+                    if sub.shape[1:] != tuple(inner_trailing):
+                        full = np.full((ir, *inner_trailing), m.fill_value, dtype=m.data_type.numpy)
+                        full[tuple(slice(0, d) for d in sub.shape)] = sub
+                        sub = full
+                    coord = (i0, *it)
+                    label = f"{self.array.store.describe(key)} inner chunk {list(coord)}"
+                    blob = sh.codecs.encode(sub, ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, label))
+                    index.offsets[coord] = pos
+                    index.nbytes[coord] = len(blob)
+                    blobs.append(blob)
+                    pos += len(blob)
+            # entries past the new end are stale leftovers of an uncommitted tail
+            stale_from = last_inner
+            if stale_from < self.grid[0]:
+                index.offsets[stale_from:] = EMPTY
+                index.nbytes[stale_from:] = EMPTY
+            payload = b"".join(blobs)
+            store = self.array.store
+            store.write_at(key, start_pos, payload)
+            raw_index = sh.encode_index(index, store.describe(key))
+            store.write_at(key, 0, raw_index)
+            self.bytes_written += len(payload) + len(raw_index)
+            self.ends[s] = pos
+            self.array._index_cache[key] = index.copy()
+            touched.append(key)
+            # forget indexes of shards we have moved past
+            for old in [k for k in self.indexes if k < s]:
+                del self.indexes[old], self.ends[old]
+        part = end_row % ir
+        self.tail = data[len(data) - part:].copy() if part else None
+        self.rows = end_row
+        self.pending, self.pending_rows = [], 0
+        self.array.meta = m.with_shape((end_row, *m.shape[1:]))
+        return touched

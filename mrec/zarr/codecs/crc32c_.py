@@ -1,0 +1,42 @@
+"""``crc32c``: a 4-byte little-endian CRC-32C appended to the bytes, checked on decode."""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import crc32c as _crc
+
+from ...errors import CorruptionError
+from .base import BytesBytesCodec
+
+
+def crc32c(data) -> int:
+    return _crc.crc32c(data)
+
+
+@dataclass(frozen=True)
+class Crc32cCodec(BytesBytesCodec):
+    name = "crc32c"
+
+    @classmethod
+    def from_config(cls, config, where):
+        return cls()
+
+    def to_json(self):
+        return {"name": "crc32c"}
+
+    def encode(self, data):
+        return bytes(data) + struct.pack("<I", crc32c(data))
+
+    def decode(self, data, spec):
+        if len(data) < 4:
+            raise CorruptionError(f"{len(data)} bytes cannot hold a crc32c checksum", path=spec.where)
+        body = memoryview(data)[:-4]
+        stored = struct.unpack("<I", bytes(data[-4:]))[0]
+        actual = crc32c(body)
+        if stored != actual:
+            raise CorruptionError(f"crc32c mismatch (stored {stored:#010x}, computed {actual:#010x})", path=spec.where)
+        return bytes(body)
+
+    def encoded_size(self, n):
+        return n + 4

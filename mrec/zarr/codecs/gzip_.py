@@ -1,0 +1,48 @@
+"""``gzip``: RFC 1952 members (header as Python's GzipFile writes it, mtime 0)."""
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+from ...errors import CorruptionError, MetadataError
+from .base import BytesBytesCodec
+
+
+@dataclass(frozen=True)
+class GzipCodec(BytesBytesCodec):
+    name = "gzip"
+    level: int = 1
+
+    @classmethod
+    def from_config(cls, config, where):
+        level = (config or {}).get("level", 5)
+        if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 9:
+            raise MetadataError(f"gzip level {level!r} is not an integer 0..9", path=where)
+        return cls(level)
+
+    def to_json(self):
+        return {"name": "gzip", "configuration": {"level": self.level}}
+
+    def encode(self, data):
+        xfl = 2 if self.level == 9 else (4 if self.level == 1 else 0)
+        header = b"\x1f\x8b\x08\x00" + struct.pack("<I", 0) + bytes([xfl, 255])
+        comp = zlib.compressobj(self.level, zlib.DEFLATED, -zlib.MAX_WBITS, zlib.DEF_MEM_LEVEL, 0)
+        body = comp.compress(data) + comp.flush()
+        trailer = struct.pack("<II", zlib.crc32(data) & 0xFFFFFFFF, len(data) & 0xFFFFFFFF)
+        return header + body + trailer
+
+    def decode(self, data, spec):
+        try:
+            d = zlib.decompressobj(wbits=47)
+            out = d.decompress(bytes(data))
+            # concatenated members
+            while d.unused_data:
+                rest = d.unused_data
+                d = zlib.decompressobj(wbits=47)
+                out += d.decompress(rest)
+            if not d.eof:
+                raise zlib.error("truncated stream")
+            return out
+        except zlib.error as exc:
+            raise CorruptionError(f"gzip stream does not decode: {exc}", path=spec.where) from None

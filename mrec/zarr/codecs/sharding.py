@@ -1,0 +1,166 @@
+"""``sharding_indexed``: inner chunks of a shard with an index of (offset, nbytes) pairs.
+
+The index is a uint64 array of shape ``chunks_per_shard + [2]`` encoded with
+``index_codecs`` (default ``bytes`` little + ``crc32c``) and stored at the
+start or the end of the shard.  An entry of ``2^64-1, 2^64-1`` is an empty
+inner chunk, read as the fill value.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...errors import CorruptionError, MetadataError
+from ..dtypes import DATA_TYPES
+from .base import ArrayBytesCodec, ChunkSpec
+
+EMPTY = np.uint64(2**64 - 1)
+
+
+def _shape(v, where, what) -> tuple[int, ...]:
+    if not isinstance(v, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in v):
+        raise MetadataError(f"sharding {what} {v!r} is not a list of positive integers", path=where)
+    return tuple(v)
+
+
+@dataclass(frozen=True)
+class ShardIndex:
+    """Offsets and byte counts of every inner chunk of one shard (C order)."""
+
+    offsets: np.ndarray   # uint64, shape chunks_per_shard
+    nbytes: np.ndarray
+
+    @classmethod
+    def empty(cls, grid: tuple[int, ...]) -> "ShardIndex":
+        return cls(np.full(grid, EMPTY, dtype=np.uint64), np.full(grid, EMPTY, dtype=np.uint64))
+
+    def is_empty(self, coord) -> bool:
+        return self.offsets[coord] == EMPTY and self.nbytes[coord] == EMPTY
+
+    def copy(self) -> "ShardIndex":
+        return ShardIndex(self.offsets.copy(), self.nbytes.copy())
+
+    def as_array(self) -> np.ndarray:
+        return np.stack([self.offsets, self.nbytes], axis=-1)
+
+    def data_end(self) -> int:
+        used = self.offsets != EMPTY
+        if not used.any():
+            return 0
+        return int((self.offsets[used] + self.nbytes[used]).max())
+
+
+@dataclass(frozen=True)
+class ShardingCodec(ArrayBytesCodec):
+    name = "sharding_indexed"
+    chunk_shape: tuple[int, ...] = ()
+    codecs: object = None          # CodecPipeline of inner chunks
+    index_codecs: object = None    # CodecPipeline of the index
+    index_location: str = "end"
+
+    @classmethod
+    def from_config(cls, config, where):
+        from ..pipeline import CodecPipeline
+        chunk_shape = _shape(config.get("chunk_shape"), where, "chunk_shape")
+        inner = CodecPipeline.from_json(config.get("codecs", [{"name": "bytes", "configuration": {"endian": "little"}}]), where)
+        index = CodecPipeline.from_json(config.get("index_codecs", [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]), where)
+        loc = config.get("index_location", "end")
+        if loc not in ("start", "end"):
+            raise MetadataError(f"sharding index_location {loc!r} is not 'start' or 'end'", path=where)
+        if index.encoded_size(16) is None:
+            raise MetadataError("sharding index_codecs must have a fixed size (bytes, crc32c)", path=where)
+        return cls(chunk_shape, inner, index, loc)
+
+    def to_json(self):
+        return {"name": "sharding_indexed", "configuration": {
+            "chunk_shape": list(self.chunk_shape),
+            "codecs": self.codecs.to_json(),
+            "index_codecs": self.index_codecs.to_json(),
+            "index_location": self.index_location,
+        }}
+
+    # -- geometry ------------------------------------------------------------
+    def grid(self, shard_shape: tuple[int, ...], where: str = "") -> tuple[int, ...]:
+        if len(shard_shape) != len(self.chunk_shape):
+            raise MetadataError(f"inner chunk_shape {list(self.chunk_shape)} does not match shard rank {len(shard_shape)}", path=where)
+        out = []
+        for s, c in zip(shard_shape, self.chunk_shape):
+            if s % c:
+                raise MetadataError(f"shard shape {list(shard_shape)} is not a multiple of inner chunk shape {list(self.chunk_shape)}", path=where)
+            out.append(s // c)
+        return tuple(out)
+
+    def index_size(self, grid: tuple[int, ...]) -> int:
+        n = int(np.prod(grid, dtype=np.int64)) * 16
+        return self.index_codecs.encoded_size(n)
+
+    def inner_spec(self, spec: ChunkSpec) -> ChunkSpec:
+        return spec.with_shape(self.chunk_shape)
+
+    # -- index ---------------------------------------------------------------
+    def _index_spec(self, grid, where):
+        return ChunkSpec((*grid, 2), DATA_TYPES["uint64"], np.uint64(0), where)
+
+    def encode_index(self, index: ShardIndex, where: str = "") -> bytes:
+        grid = index.offsets.shape
+        return self.index_codecs.encode(index.as_array(), self._index_spec(grid, where))
+
+    def decode_index(self, data: bytes, grid: tuple[int, ...], where: str) -> ShardIndex:
+        try:
+            arr = self.index_codecs.decode(data, self._index_spec(grid, f"{where} (shard index)"))
+        except CorruptionError:
+            raise
+        arr = np.asarray(arr, dtype=np.uint64)
+        return ShardIndex(np.ascontiguousarray(arr[..., 0]), np.ascontiguousarray(arr[..., 1]))
+
+    def read_index(self, shard: bytes, grid, where) -> tuple[ShardIndex, int]:
+        """Index of a whole shard, and the size of the index region."""
+        size = self.index_size(grid)
+        if len(shard) < size:
+            raise CorruptionError(f"shard of {len(shard)} bytes is shorter than its {size}-byte index", path=where)
+        raw = shard[:size] if self.index_location == "start" else shard[len(shard) - size:]
+        return self.decode_index(raw, grid, where), size
+
+    def check_entry(self, index: ShardIndex, coord, shard_len: int, where: str) -> tuple[int, int] | None:
+        if index.is_empty(coord):
+            return None
+        off, n = int(index.offsets[coord]), int(index.nbytes[coord])
+        if off + n > shard_len:
+            raise CorruptionError(
+                f"inner chunk {list(coord)} claims bytes {off}..{off + n} beyond the shard's {shard_len} bytes",
+                path=where)
+        return off, n
+
+    # -- whole-shard codec ---------------------------------------------------
+    def encode(self, arr, spec):
+        grid = self.grid(spec.shape, spec.where)
+        inner = self.inner_spec(spec)
+        index = ShardIndex.empty(grid)
+        parts: list[bytes] = []
+        isize = self.index_size(grid)
+        pos = isize if self.index_location == "start" else 0
+        for coord in np.ndindex(*grid):
+            sl = tuple(slice(c * s, (c + 1) * s) for c, s in zip(coord, self.chunk_shape))
+            data = self.codecs.encode(arr[sl], inner.at(f"{spec.where}/{'.'.join(map(str, coord))}"))
+            index.offsets[coord] = pos
+            index.nbytes[coord] = len(data)
+            parts.append(data)
+            pos += len(data)
+        raw_index = self.encode_index(index, spec.where)
+        body = b"".join(parts)
+        return raw_index + body if self.index_location == "start" else body + raw_index
+
+    def decode(self, data, spec):
+        grid = self.grid(spec.shape, spec.where)
+        index, _ = self.read_index(data, grid, spec.where)
+        out = np.full(spec.shape, spec.fill_value, dtype=spec.dtype.numpy)
+        inner = self.inner_spec(spec)
+        for coord in np.ndindex(*grid):
+            ent = self.check_entry(index, coord, len(data), spec.where)
+            if ent is None:
+                continue
+            off, n = ent
+            sl = tuple(slice(c * s, (c + 1) * s) for c, s in zip(coord, self.chunk_shape))
+            out[sl] = self.codecs.decode(data[off:off + n], inner.at(f"{spec.where} inner chunk {list(coord)}"))
+        return out

@@ -1,0 +1,52 @@
+"""``zstd``: Zstandard frames (level, checksum)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import zstandard
+
+from ...errors import CorruptionError, MetadataError
+from .base import BytesBytesCodec
+
+
+@dataclass(frozen=True)
+class ZstdCodec(BytesBytesCodec):
+    name = "zstd"
+    level: int = 3
+    checksum: bool = False
+
+    @classmethod
+    def from_config(cls, config, where):
+        config = config or {}
+        level = config.get("level", 0)
+        checksum = config.get("checksum", False)
+        if isinstance(level, bool) or not isinstance(level, int) or not -131072 <= level <= 22:
+            raise MetadataError(f"zstd level {level!r} is not an integer", path=where)
+        if not isinstance(checksum, bool):
+            raise MetadataError(f"zstd checksum {checksum!r} is not a bool", path=where)
+        return cls(level, checksum)
+
+    def to_json(self):
+        return {"name": "zstd", "configuration": {"level": self.level, "checksum": self.checksum}}
+
+    def _compressor(self):
+        return zstandard.ZstdCompressor(level=self.level, write_checksum=self.checksum, write_content_size=True)
+
+    def encode(self, data):
+        return self._compressor().compress(data)
+
+    def decode(self, data, spec):
+        try:
+            dctx = zstandard.ZstdDecompressor()
+            out = bytearray()
+            view = memoryview(data)
+            while view:
+                obj = dctx.decompressobj()
+                out += obj.decompress(view)
+                if not obj.eof:
+                    raise zstandard.ZstdError("truncated frame")
+                used = len(view) - len(obj.unused_data)
+                view = view[used:]
+            return bytes(out)
+        except zstandard.ZstdError as exc:
+            raise CorruptionError(f"zstd frame does not decode: {exc}", path=spec.where) from None

@@ -1,0 +1,164 @@
+"""Zarr V3 data types admitted by mrec, and their fill values.
+
+The format never widens: only the 13 types of the column set are read
+(bool, int8–int64, uint8–uint64, float64, complex64, complex128, string);
+float16/float32, fixed-length strings and raw bytes are refused by name.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UnsupportedError, MetadataError
+
+
+@dataclass(frozen=True)
+class DataType:
+    name: str             # Zarr V3 data_type
+    numpy: np.dtype       # in-memory dtype (native byte order; strings: object)
+    itemsize: int         # bytes per element on disk for fixed-size types; 0 for string
+
+    @property
+    def is_string(self) -> bool:
+        return self.name == "string"
+
+    @property
+    def is_float(self) -> bool:
+        return self.numpy.kind in "fc"
+
+
+_FIXED = {
+    "bool": "?", "int8": "i1", "int16": "i2", "int32": "i4", "int64": "i8",
+    "uint8": "u1", "uint16": "u2", "uint32": "u4", "uint64": "u8",
+    "float64": "f8", "complex64": "c8", "complex128": "c16",
+}
+
+DATA_TYPES: dict[str, DataType] = {
+    name: DataType(name, np.dtype(code), np.dtype(code).itemsize) for name, code in _FIXED.items()
+}
+DATA_TYPES["string"] = DataType("string", np.dtype(object), 0)
+
+_REFUSED = {
+    "float16": "narrow_float", "float32": "narrow_float", "bfloat16": "narrow_float",
+    "fixed_length_utf32": "unknown_dtype", "bytes": "unknown_dtype", "variable_length_bytes": "unknown_dtype",
+}
+
+
+def parse_data_type(value, where: str) -> DataType:
+    """The :class:`DataType` of a ``data_type`` field, refusing anything outside the set."""
+    if isinstance(value, str) and value in DATA_TYPES:
+        return DATA_TYPES[value]
+    if isinstance(value, str):
+        kind = _REFUSED.get(value, "narrow_float" if value.startswith("float") else "unknown_dtype")
+        if value.startswith("r") and value[1:].isdigit():
+            kind = "unknown_dtype"
+        raise UnsupportedError(
+            f"data_type {value!r} is not one of the format's types "
+            f"({', '.join(sorted(DATA_TYPES))}); the format never widens", path=where, kind=kind)
+    name = value.get("name") if isinstance(value, dict) else value
+    raise UnsupportedError(f"data_type {name!r} is not supported", path=where, kind="unknown_dtype")
+
+
+def data_type_of(dtype: np.dtype) -> DataType:
+    """Zarr data type for a numpy dtype (strings: object / U / T)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in ("O", "U", "T"):
+        return DATA_TYPES["string"]
+    for dt in DATA_TYPES.values():
+        if dt.name != "string" and dt.numpy == dtype.newbyteorder("="):
+            return dt
+    raise UnsupportedError(f"numpy dtype {dtype} has no Zarr data type in the format",
+                           kind="narrow_float" if dtype.kind == "f" else "unknown_dtype")
+
+
+# -- fill values -------------------------------------------------------------
+
+_SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _float_from_json(v, where: str, nbytes: int) -> float:
+    if isinstance(v, bool):
+        raise MetadataError(f"fill_value {v!r} is not a number", path=where)
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        if v in _SPECIAL:
+            return _SPECIAL[v]
+        if v.startswith("0x"):
+            raw = bytes.fromhex(v[2:])
+            if len(raw) == 8:
+                return struct.unpack(">d", raw)[0]
+            if len(raw) == 4:
+                return float(np.frombuffer(raw, ">f4")[0])
+        raise MetadataError(f"fill_value {v!r} is not a float form", path=where)
+    raise MetadataError(f"fill_value {v!r} is not a number", path=where)
+
+
+def parse_fill_value(value, dt: DataType, where: str):
+    """Decode a ``fill_value`` of ``zarr.json`` into a numpy scalar (or str)."""
+    name = dt.name
+    if value is None:
+        raise MetadataError("fill_value null is not allowed in Zarr V3", path=where)
+    if name == "bool":
+        if not isinstance(value, bool):
+            raise MetadataError(f"fill_value {value!r} is not a bool", path=where)
+        return np.bool_(value)
+    if name.startswith("int") or name.startswith("uint"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
+            raise MetadataError(f"fill_value {value!r} is not an integer", path=where)
+        info = np.iinfo(dt.numpy)
+        if not info.min <= int(value) <= info.max:
+            raise MetadataError(f"fill_value {value!r} out of range for {name}", path=where)
+        return dt.numpy.type(int(value))
+    if name == "float64":
+        if isinstance(value, str) and value.startswith("0x"):
+            return np.frombuffer(bytes.fromhex(value[2:]), ">f8")[0].astype("f8")
+        return np.float64(_float_from_json(value, where, 8))
+    if name in ("complex64", "complex128"):
+        if not (isinstance(value, list) and len(value) == 2):
+            raise MetadataError(f"fill_value {value!r} is not a [re, im] pair", path=where)
+        half = 4 if name == "complex64" else 8
+        re, im = (_float_from_json(v, where, half) for v in value)
+        return dt.numpy.type(complex(re, im))
+    if name == "string":
+        if not isinstance(value, str):
+            raise MetadataError(f"fill_value {value!r} is not a string", path=where)
+        return value
+    raise MetadataError(f"no fill value rule for {name}", path=where)
+
+
+def _float_to_json(x: float):
+    x = float(x)
+    if math.isnan(x):
+        bits = struct.pack(">d", x)
+        canonical = struct.pack(">d", math.nan)
+        return "NaN" if bits[:2] == canonical[:2] and bits[2:] == canonical[2:] else "0x" + bits.hex()
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return x
+
+
+def fill_value_to_json(value, dt: DataType):
+    name = dt.name
+    if name == "bool":
+        return bool(value)
+    if name.startswith("int") or name.startswith("uint"):
+        return int(value)
+    if name == "float64":
+        return _float_to_json(value)
+    if name in ("complex64", "complex128"):
+        c = complex(value)
+        return [_float_to_json(c.real), _float_to_json(c.imag)]
+    if name == "string":
+        return str(value)
+    raise MetadataError(f"no fill value rule for {name}")
+
+
+def default_fill(dt: DataType):
+    """zarr-python's default: 0 / false / empty string."""
+    if dt.is_string:
+        return ""
+    return dt.numpy.type(0)

@@ -1,0 +1,131 @@
+"""The codec pipeline built from the ``codecs`` list of ``zarr.json``.
+
+Order is array→array codecs, exactly one array→bytes codec, then
+bytes→bytes codecs.  Only the must-decode set is admitted:
+bytes, gzip, zstd, numcodecs.shuffle, crc32c, vlen-utf8, sharding_indexed,
+transpose.  Anything else is refused naming the array.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import MetadataError, UnsupportedError
+from .codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
+from .codecs.bytes_ import BytesCodec
+from .codecs.crc32c_ import Crc32cCodec
+from .codecs.gzip_ import GzipCodec
+from .codecs.shuffle import ShuffleCodec
+from .codecs.transpose import TransposeCodec
+from .codecs.vlen_utf8 import VlenUtf8Codec
+from .codecs.zstd_ import ZstdCodec
+
+MUST_DECODE = ("bytes", "gzip", "zstd", "numcodecs.shuffle", "crc32c", "vlen-utf8", "sharding_indexed", "transpose")
+
+
+def _registry() -> dict[str, type[Codec]]:
+    from .codecs.sharding import ShardingCodec  # sharding builds inner pipelines
+    return {
+        "bytes": BytesCodec, "gzip": GzipCodec, "zstd": ZstdCodec,
+        "numcodecs.shuffle": ShuffleCodec, "crc32c": Crc32cCodec,
+        "vlen-utf8": VlenUtf8Codec, "transpose": TransposeCodec,
+        "sharding_indexed": ShardingCodec,
+    }
+
+
+def codec_from_json(entry, where: str) -> Codec:
+    if isinstance(entry, str):
+        entry = {"name": entry}
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        raise MetadataError(f"codec entry {entry!r} is not an object with a name", path=where)
+    name = entry["name"]
+    cls = _registry().get(name)
+    if cls is None:
+        raise UnsupportedError(
+            f"codec {name!r} is outside the must-decode set ({', '.join(MUST_DECODE)})",
+            path=where, kind="unsupported_codec")
+    config = entry.get("configuration", {})
+    if config is not None and not isinstance(config, dict):
+        raise MetadataError(f"codec {name!r} configuration is not an object", path=where)
+    return cls.from_config(config or {}, where)
+
+
+@dataclass(frozen=True)
+class CodecPipeline:
+    array_array: tuple[ArrayArrayCodec, ...]
+    array_bytes: ArrayBytesCodec
+    bytes_bytes: tuple[BytesBytesCodec, ...]
+
+    @classmethod
+    def from_codecs(cls, codecs, where: str) -> "CodecPipeline":
+        aa: list = []
+        ab = None
+        bb: list = []
+        for c in codecs:
+            if isinstance(c, ArrayArrayCodec):
+                if ab is not None:
+                    raise MetadataError(f"array→array codec {c.name!r} after the array→bytes codec", path=where)
+                aa.append(c)
+            elif isinstance(c, ArrayBytesCodec):
+                if ab is not None:
+                    raise MetadataError(f"second array→bytes codec {c.name!r}", path=where)
+                ab = c
+            else:
+                if ab is None:
+                    raise MetadataError(f"bytes→bytes codec {c.name!r} before the array→bytes codec", path=where)
+                bb.append(c)
+        if ab is None:
+            raise MetadataError("codec list has no array→bytes codec (bytes, vlen-utf8 or sharding_indexed)", path=where)
+        return cls(tuple(aa), ab, tuple(bb))
+
+    @classmethod
+    def from_json(cls, entries, where: str) -> "CodecPipeline":
+        if not isinstance(entries, list) or not entries:
+            raise MetadataError("codecs is not a non-empty list", path=where)
+        return cls.from_codecs([codec_from_json(e, where) for e in entries], where)
+
+    @property
+    def codecs(self) -> tuple[Codec, ...]:
+        return (*self.array_array, self.array_bytes, *self.bytes_bytes)
+
+    def to_json(self) -> list[dict]:
+        return [c.to_json() for c in self.codecs]
+
+    def _specs(self, spec: ChunkSpec) -> list[ChunkSpec]:
+        specs = [spec]
+        for c in self.array_array:
+            specs.append(c.resolve(specs[-1]))
+        return specs
+
+    def encode(self, arr: np.ndarray, spec: ChunkSpec) -> bytes:
+        specs = self._specs(spec)
+        for c, s in zip(self.array_array, specs):
+            arr = c.encode(arr, s)
+        data = self.array_bytes.encode(arr, specs[-1])
+        for c in self.bytes_bytes:
+            data = c.encode(data)
+        return data
+
+    def decode(self, data: bytes, spec: ChunkSpec) -> np.ndarray:
+        specs = self._specs(spec)
+        for c in reversed(self.bytes_bytes):
+            data = c.decode(data, specs[-1])
+        arr = self.array_bytes.decode(data, specs[-1])
+        for c, s in zip(reversed(self.array_array), reversed(specs[:-1])):
+            arr = c.decode(arr, s)
+        return arr
+
+    def encoded_size(self, nbytes: int) -> int | None:
+        """Fixed encoded size for an all-fixed pipeline (shard index), else None."""
+        if self.array_array or not isinstance(self.array_bytes, BytesCodec):
+            return None
+        n: int | None = nbytes
+        for c in self.bytes_bytes:
+            n = c.encoded_size(n) if n is not None else None
+        return n
+
+    @property
+    def sharding(self):
+        from .codecs.sharding import ShardingCodec
+        return self.array_bytes if (not self.array_array and isinstance(self.array_bytes, ShardingCodec)) else None

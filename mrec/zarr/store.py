@@ -1,0 +1,188 @@
+"""Key-value stores of a Zarr hierarchy.
+
+Keys are ``/``-separated and relative to the store root (``zarr.json``,
+``trajectory/atoms/x/c/0``).  A read-only store offers ``get``,
+``get_range``, ``size``, ``list`` and ``list_dir``; a writable store adds
+positional writes, atomic replace, truncate, delete and fsync — exactly what
+live append needs (chunking-and-packing.md, "Live append needs a POSIX-like
+store").
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+from typing import Iterator
+
+from ..errors import StoreError
+from ..fs import DEFAULT_FS, FileSystem
+from ..fs.posix import TEMP_MARK
+
+
+def _check_key(key: str) -> None:
+    if key.startswith("/") or "\\" in key or any(p in ("", ".", "..") for p in key.split("/")):
+        raise StoreError(f"invalid store key {key!r}")
+
+
+class ReadableStore:
+    """Interface of every store (read side)."""
+
+    readonly = True
+    root: str = ""
+
+    def get(self, key: str) -> bytes | None:
+        raise NotImplementedError
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes | None:
+        """``length`` bytes at ``offset`` (offset < 0: from the end); None if absent."""
+        raise NotImplementedError
+
+    def size(self, key: str) -> int | None:
+        raise NotImplementedError
+
+    def exists(self, key: str) -> bool:
+        return self.size(key) is not None
+
+    def list(self, prefix: str = "") -> list[str]:
+        """Every key under ``prefix`` (recursive), sorted."""
+        raise NotImplementedError
+
+    def list_dir(self, prefix: str = "") -> list[str]:
+        """Immediate child names (files and folders) under ``prefix``."""
+        raise NotImplementedError
+
+    def describe(self, key: str) -> str:
+        """Human name of a key for error messages."""
+        return f"{self.root}/{key}" if self.root else key
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class DirectoryStore(ReadableStore):
+    """A directory on a POSIX file system, reached only through :mod:`mrec.fs`."""
+
+    def __init__(self, root: str | os.PathLike, *, fs: FileSystem | None = None, readonly: bool = False):
+        self.root = os.fspath(root)
+        self.fs = fs if fs is not None else DEFAULT_FS
+        self.readonly = readonly
+
+    def path(self, key: str) -> str:
+        if key == "":
+            return self.root
+        _check_key(key)
+        return os.path.join(self.root, *key.split("/"))
+
+    # -- read --------------------------------------------------------------
+    def get(self, key):
+        try:
+            return self.fs.read(self.path(key))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+
+    def get_range(self, key, offset, length):
+        p = self.path(key)
+        try:
+            if offset < 0:
+                size = self.fs.size(p)
+                offset = max(0, size + offset)
+            return self.fs.read_range(p, offset, length)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+
+    def size(self, key):
+        try:
+            p = self.path(key)
+            if self.fs.is_dir(p):
+                return None
+            return self.fs.size(p)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def list(self, prefix=""):
+        out: list[str] = []
+        base = self.path(prefix.rstrip("/")) if prefix else self.root
+
+        def walk(dir_path: str, key_prefix: str) -> None:
+            try:
+                names = self.fs.list_dir(dir_path)
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            for name in names:
+                child = os.path.join(dir_path, name)
+                key = f"{key_prefix}{name}"
+                if self.fs.is_dir(child):
+                    walk(child, key + "/")
+                else:
+                    out.append(key)
+
+        walk(base, (prefix.rstrip("/") + "/") if prefix else "")
+        return sorted(out)
+
+    def list_dir(self, prefix=""):
+        try:
+            return self.fs.list_dir(self.path(prefix.rstrip("/")) if prefix else self.root)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def is_dir(self, prefix: str) -> bool:
+        return self.fs.is_dir(self.path(prefix))
+
+    # -- write -------------------------------------------------------------
+    def _writable(self):
+        if self.readonly:
+            raise StoreError("store is read-only", path=self.root)
+
+    def _parent(self, key: str) -> None:
+        parent = posixpath.dirname(key)
+        self.fs.makedirs(self.path(parent) if parent else self.root)
+
+    def set(self, key: str, data: bytes, *, fsync: bool = False) -> None:
+        """Atomic replace of a whole key (temp file + rename)."""
+        self._writable()
+        self._parent(key)
+        self.fs.replace(self.path(key), bytes(data), fsync=fsync)
+
+    def write_at(self, key: str, offset: int, data: bytes) -> None:
+        """Positional write into a key, creating it; never truncates."""
+        self._writable()
+        self._parent(key)
+        self.fs.write_at(self.path(key), offset, data)
+
+    def truncate(self, key: str, size: int) -> None:
+        self._writable()
+        self.fs.truncate(self.path(key), size)
+
+    def delete(self, key: str) -> None:
+        self._writable()
+        try:
+            self.fs.remove(self.path(key))
+        except FileNotFoundError:
+            pass
+
+    def fsync(self, key: str) -> None:
+        self.fs.fsync(self.path(key))
+
+    def fsync_dir(self, prefix: str = "") -> None:
+        """fsync the directory holding the keys under ``prefix`` (the root for '')."""
+        self.fs.fsync_dir(self.path(prefix) if prefix else self.root)
+
+    def makedirs(self, prefix: str) -> None:
+        self._writable()
+        self.fs.makedirs(self.path(prefix) if prefix else self.root)
+
+    def stray_temp_files(self) -> list[str]:
+        """Keys left behind by an interrupted atomic replace."""
+        return [k for k in self.list() if posixpath.basename(k).startswith(TEMP_MARK)]
+
+
+def iter_parents(key: str) -> Iterator[str]:
+    """'a/b/c' -> 'a/b', 'a', ''."""
+    while key:
+        key = posixpath.dirname(key)
+        yield key

@@ -1,0 +1,378 @@
+"""Layer 4: pack a closed record ``<stem>.mrec/`` into ``<stem>.mrec.zip`` and back.
+
+The packing rules are those of chunking-and-packing.md ("At-rest form:
+*.mrec.zip"): one stored entry per file, named relative to the record root,
+``/`` separators, no ``..``, no directory entries, ZIP64 whenever needed.
+mrec adds (see docs/packing.md):
+
+* entry order: every ``zarr.json`` first (root first, then breadth-first by
+  depth, sorted within a depth), then every other file sorted, so a reader
+  streaming the head of the archive meets all metadata before any chunk;
+* streaming copies in bounded pieces through :mod:`mrec.fs`;
+* crash safety: the archive is written under a temporary name in its final
+  directory, checked, fsynced, renamed into place, the directory fsynced,
+  and only then is the source tree removed;
+* refusals that modify nothing: not a record, a live writer, stray temp
+  files, an existing target;
+* unpack streams each entry into a temporary directory (CRC-32 checked)
+  and renames the finished tree into place.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import posixpath
+import re
+import secrets
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .errors import CorruptionError, RefusalError, ZipFormatError
+from .fs import DEFAULT_FS, FileSystem
+from .fs.posix import TEMP_MARK
+from .zarr.zipstore import ZipStore, parent_keys
+from .zarr.zipwrite import ZipWriter
+
+#: Written by a live trajectory writer into the record root; holds its pid.
+LOCK_NAME = ".mrec-writer.lock"
+RECORD_SUFFIX = ".mrec"
+ARCHIVE_SUFFIX = ".zip"
+ROOT_METADATA = "zarr.json"
+
+Progress = Callable[[int, int], None]
+
+
+# -- pure helpers ------------------------------------------------------------
+
+def entry_order(keys: list[str]) -> list[str]:
+    """Archive order: ``zarr.json`` files (root first, breadth-first, sorted), then the rest sorted."""
+    metadata = [k for k in keys if posixpath.basename(k) == ROOT_METADATA]
+    others = [k for k in keys if posixpath.basename(k) != ROOT_METADATA]
+    metadata.sort(key=lambda k: (k.count("/"), k))
+    return metadata + sorted(others)
+
+
+def parse_lock_pid(text: bytes) -> int | None:
+    """The writer pid a lock file holds: a bare integer, or JSON with ``pid``; None if unreadable."""
+    try:
+        s = text.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return None
+    if s.isdigit():
+        pid = int(s)
+        return pid if pid > 0 else None
+    try:
+        doc = json.loads(s)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and type(doc.get("pid")) is int and doc["pid"] > 0:
+        return doc["pid"]
+    match = re.match(r"^\s*(\d+)\b", s)
+    if match and int(match.group(1)) > 0:
+        return int(match.group(1))
+    return None
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (signal 0 probes without signalling)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:
+        return False
+    return True
+
+
+def temp_sibling(path: str) -> str:
+    """``<dir>/.<name>.mrec-tmp-XXXXXXXX``: a temporary name beside ``path``."""
+    directory, name = os.path.split(path)
+    return os.path.join(directory, f".{name}{TEMP_MARK}{secrets.token_hex(4)}")
+
+
+def _parent(path: str) -> str:
+    return os.path.dirname(os.path.abspath(path))
+
+
+# -- file-system walks -----------------------------------------------------------
+
+def walk_files(fs: FileSystem, root: str) -> list[str]:
+    """Every file under ``root`` as a ``/``-separated key, sorted."""
+    out: list[str] = []
+
+    def walk(directory: str, prefix: str) -> None:
+        for name in fs.list_dir(directory):
+            child = os.path.join(directory, name)
+            if fs.is_dir(child):
+                walk(child, f"{prefix}{name}/")
+            else:
+                out.append(f"{prefix}{name}")
+
+    walk(root, "")
+    return sorted(out)
+
+
+def remove_tree(fs: FileSystem, root: str) -> None:
+    """Remove a directory tree, files before their directories."""
+    for name in fs.list_dir(root):
+        child = os.path.join(root, name)
+        if fs.is_dir(child):
+            remove_tree(fs, child)
+        else:
+            fs.remove(child)
+    fs.rmdir(root)
+
+
+def _discard(fs: FileSystem, path: str) -> None:
+    """Best-effort removal of a temporary file or tree after a failure."""
+    try:
+        if fs.is_dir(path):
+            remove_tree(fs, path)
+        elif fs.exists(path):
+            fs.remove(path)
+    except OSError:
+        pass
+
+
+class _Meter:
+    """Counts bytes for a ``progress(done, total)`` callback."""
+
+    def __init__(self, total: int, progress: Progress | None):
+        self.total = total
+        self.done = 0
+        self.progress = progress
+        self._report()
+
+    def add(self, n: int) -> None:
+        self.done += n
+        self._report()
+
+    def _report(self) -> None:
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+
+# -- pack -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PackPlan:
+    """What :func:`pack` will do, decided before anything is written."""
+
+    root: str
+    target: str
+    entries: list[tuple[str, int]]            # (key, size) in archive order
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(size for _, size in self.entries)
+
+
+def _refuse(kind: str, path: str, message: str) -> RefusalError:
+    return RefusalError(message, path=path, kind=kind)
+
+
+def _check_record_dir(fs: FileSystem, root: str) -> None:
+    if not root.endswith(RECORD_SUFFIX):
+        raise _refuse("not_a_record", root, f"not a record directory (name must end in {RECORD_SUFFIX!r})")
+    if not fs.is_dir(root):
+        raise _refuse("not_a_record", root, "not a record directory (no such directory)")
+    meta = os.path.join(root, ROOT_METADATA)
+    if not fs.exists(meta) or fs.is_dir(meta):
+        raise _refuse("not_a_record", root, f"not a record directory (no root {ROOT_METADATA})")
+
+
+def _check_lock(fs: FileSystem, root: str) -> bool:
+    """Refuse a live writer; True when a dead writer's lock file is present (to be skipped)."""
+    lock = os.path.join(root, LOCK_NAME)
+    if not fs.exists(lock):
+        return False
+    try:
+        pid = parse_lock_pid(fs.read(lock))
+    except FileNotFoundError:
+        return False
+    if pid is None:
+        raise _refuse("live_writer", lock, "writer lock cannot be read (no pid); if no writer is "
+                                           "running, remove the lock and pack again")
+    if pid_alive(pid):
+        raise _refuse("live_writer", lock, f"record is open by a live writer (pid {pid}); close it before packing")
+    return True
+
+
+def plan_pack(path: str | os.PathLike, *, fs: FileSystem | None = None, out: str | os.PathLike | None = None,
+              overwrite: bool = False) -> PackPlan:
+    """Check every refusal of :func:`pack` and return the plan; modifies nothing."""
+    fs = fs if fs is not None else DEFAULT_FS
+    root = os.fspath(path).rstrip("/") or os.fspath(path)
+    _check_record_dir(fs, root)
+    target = os.fspath(out) if out is not None else root + ARCHIVE_SUFFIX
+    if os.path.abspath(target).startswith(os.path.abspath(root) + os.sep):
+        raise _refuse("bad_target", target, "archive cannot be written inside the record it packs")
+    if fs.is_dir(target):
+        raise _refuse("exists", target, "target is a directory")
+    if fs.exists(target) and not overwrite:
+        raise _refuse("exists", target, "archive already exists (pass overwrite=True to replace it)")
+    dead_lock = _check_lock(fs, root)
+    keys = walk_files(fs, root)
+    stray = [k for k in keys if posixpath.basename(k).startswith(TEMP_MARK)]
+    if stray:
+        shown = ", ".join(stray[:5]) + (" ..." if len(stray) > 5 else "")
+        raise _refuse("stray_temp_files", root, f"{len(stray)} stray temporary file(s) left by an "
+                                                f"interrupted write: {shown}")
+    skipped = [LOCK_NAME] if dead_lock else []
+    keys = [k for k in keys if k not in skipped]
+    entries = [(k, fs.size(os.path.join(root, *k.split("/")))) for k in entry_order(keys)]
+    return PackPlan(root, target, entries, skipped)
+
+
+def _write_archive(fs: FileSystem, plan: PackPlan, tmp: str, meter: _Meter, zip64_threshold: int) -> None:
+    writer = ZipWriter(tmp, fs, zip64_threshold)
+    try:
+        for key, _size in plan.entries:
+            writer.add_file_streaming(key, os.path.join(plan.root, *key.split("/")), fs, on_bytes=meter.add)
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _verify_archive(fs: FileSystem, plan: PackPlan, tmp: str) -> None:
+    """Re-open the written archive and compare its entries with the plan."""
+    store = ZipStore(tmp, fs=fs)
+    got = [(e.name, e.size) for e in store.entries]
+    if got != plan.entries:
+        raise CorruptionError("written archive does not match the record (was it modified while packing?)",
+                              path=plan.root)
+
+
+def pack(path: str | os.PathLike, *, keep: bool = False, fs: FileSystem | None = None,
+         out: str | os.PathLike | None = None, overwrite: bool = False,
+         progress: Progress | None = None, zip64_threshold: int = 0xFFFFFFFF) -> pathlib.Path:
+    """Pack the closed record ``<stem>.mrec/`` into ``<stem>.mrec.zip`` (or ``out``).
+
+    Refuses with :class:`RefusalError` (kinds ``not_a_record``,
+    ``live_writer``, ``stray_temp_files``, ``exists``, ``bad_target``)
+    before anything is modified.  A lock left by a dead writer is not
+    packed.  The source tree is removed after the archive is durable unless
+    ``keep``.  ``progress(done_bytes, total_bytes)`` is called as bytes are
+    copied.
+    """
+    fs = fs if fs is not None else DEFAULT_FS
+    plan = plan_pack(path, fs=fs, out=out, overwrite=overwrite)
+    meter = _Meter(plan.total_bytes, progress)
+    tmp = temp_sibling(plan.target)
+    try:
+        _write_archive(fs, plan, tmp, meter, zip64_threshold)
+        _verify_archive(fs, plan, tmp)
+        fs.fsync(tmp)
+        fs.rename(tmp, plan.target)
+    except BaseException:
+        _discard(fs, tmp)
+        raise
+    fs.fsync_dir(_parent(plan.target))
+    if not keep:
+        remove_tree(fs, plan.root)
+        fs.fsync_dir(_parent(plan.root))
+    return pathlib.Path(plan.target)
+
+
+# -- unpack -------------------------------------------------------------------------------
+
+def _unpack_target(zip_path: str, out: str | os.PathLike | None) -> str:
+    if out is not None:
+        return os.fspath(out).rstrip("/") or os.fspath(out)
+    if not zip_path.endswith(RECORD_SUFFIX + ARCHIVE_SUFFIX):
+        raise _refuse("not_a_record", zip_path, f"not a packed record (name must end in "
+                                                f"{RECORD_SUFFIX + ARCHIVE_SUFFIX!r}; pass out=)")
+    return zip_path[: -len(ARCHIVE_SUFFIX)]
+
+
+def _open_for_unpack(fs: FileSystem, zip_path: str) -> ZipStore:
+    store = ZipStore(zip_path, fs=fs)
+    if store.compressed_entries:
+        names = ", ".join(repr(n) for n in store.compressed_entries[:5])
+        raise ZipFormatError(f"entry {names}: compressed or encrypted entries; a packed record stores "
+                             "every entry (method 0)", path=zip_path)
+    if store.entry(ROOT_METADATA) is None:
+        raise _refuse("not_a_record", zip_path, f"archive has no root {ROOT_METADATA}")
+    return store
+
+
+def _extract_entry(fs: FileSystem, store: ZipStore, key: str, dest: str, meter: _Meter) -> None:
+    """Stream one entry to ``dest`` in bounded pieces, checking its CRC-32, then fsync it."""
+    fs.write_at(dest, 0, b"")
+    crc = 0
+    offset = 0
+    for piece in store.iter_pieces(key):
+        fs.write_at(dest, offset, piece)
+        crc = zlib.crc32(piece, crc)
+        offset += len(piece)
+        meter.add(len(piece))
+    entry = store.entry(key)
+    if entry is None or crc != entry.crc32:
+        raise CorruptionError(f"entry {key!r}: CRC-32 mismatch", path=store.root)
+    fs.fsync(dest)
+
+
+def _dirs_deepest_first(keys: list[str]) -> list[str]:
+    dirs = {""}
+    for key in keys:
+        dirs.update(parent_keys(key))
+    return sorted(dirs, key=lambda d: (-(d.count("/") + 1 if d else 0), d))
+
+
+def unpack(zip_path: str | os.PathLike, *, out: str | os.PathLike | None = None, keep: bool = True,
+           fs: FileSystem | None = None, progress: Progress | None = None) -> pathlib.Path:
+    """Rebuild ``<stem>.mrec/`` from ``<stem>.mrec.zip`` (or into ``out``).
+
+    Refuses whatever :class:`~mrec.zarr.zipstore.ZipStore` refuses, plus
+    compressed entries, an archive without a root ``zarr.json`` and an
+    existing target.  Entries stream into a temporary sibling directory
+    which is renamed into place only when complete, so a crash never leaves
+    a half-unpacked directory under the final name.  ``keep=False`` removes
+    the archive afterwards.
+    """
+    fs = fs if fs is not None else DEFAULT_FS
+    archive = os.fspath(zip_path)
+    target = _unpack_target(archive, out)
+    if fs.exists(target):
+        raise _refuse("exists", target, "unpack target already exists")
+    store = _open_for_unpack(fs, archive)
+    keys = store.list()
+    meter = _Meter(sum(store.size(k) or 0 for k in keys), progress)
+    tmp = temp_sibling(target)
+    try:
+        fs.makedirs(tmp)
+        for key in keys:
+            dest = os.path.join(tmp, *key.split("/"))
+            fs.makedirs(os.path.dirname(dest))
+            _extract_entry(fs, store, key, dest, meter)
+        for d in _dirs_deepest_first(keys):
+            fs.fsync_dir(os.path.join(tmp, *d.split("/")) if d else tmp)
+        fs.rename(tmp, target)
+    except BaseException:
+        _discard(fs, tmp)
+        raise
+    fs.fsync_dir(_parent(target))
+    if not keep:
+        fs.remove(archive)
+        fs.fsync_dir(_parent(archive))
+    return pathlib.Path(target)
+
+
+__all__ = [
+    "pack",
+    "unpack",
+    "plan_pack",
+    "PackPlan",
+    "entry_order",
+    "parse_lock_pid",
+    "pid_alive",
+    "walk_files",
+    "remove_tree",
+    "LOCK_NAME",
+]

@@ -7,7 +7,10 @@ zstandard, crc32c and numcodecs are its only run-time dependencies.
 from .errors import (CorruptionError, MetadataError, MrecError, RefusalError, StoreError,
                      UnsupportedError, ZipFormatError)
 
+from .api import ABSENT, Box, Frame, SequenceSchema, TrajectoryReader, TrajectoryWriter, pack, unpack
+
 __version__ = "0.1.0"
 
 __all__ = ["MrecError", "RefusalError", "MetadataError", "UnsupportedError", "CorruptionError",
-           "StoreError", "ZipFormatError", "__version__"]
+           "StoreError", "ZipFormatError", "__version__",
+           "Box", "Frame", "SequenceSchema", "ABSENT", "TrajectoryReader", "TrajectoryWriter", "pack", "unpack"]

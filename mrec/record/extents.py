@@ -1,0 +1,147 @@
+"""The reference writer's extents, codecs and flush cadence (chunking-and-packing.md).
+
+Pure functions: they turn a declaration into chunk/shard shapes and codec
+pipelines.  Trajectory extents are frozen at creation.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import RefusalError
+from ..zarr.codecs.bytes_ import BytesCodec
+from ..zarr.codecs.crc32c_ import Crc32cCodec
+from ..zarr.codecs.gzip_ import GzipCodec
+from ..zarr.codecs.sharding import ShardingCodec
+from ..zarr.codecs.shuffle import ShuffleCodec
+from ..zarr.codecs.vlen_utf8 import VlenUtf8Codec
+from ..zarr.codecs.zstd_ import ZstdCodec
+from ..zarr.pipeline import CodecPipeline
+from .dtypes import row_bytes  # noqa: F401  (re-exported: the extents rules use it)
+
+KiB, MiB = 1024, 1024 * 1024
+COLUMN_CHUNK_TARGET = 16 * KiB
+SHARD_TARGET = 256 * MiB
+MAX_CHUNKS_PER_SHARD = 4096
+DENSE_CHUNK_ROWS = 1024
+DENSE_CHUNKS_PER_SHARD = 256
+FIXED_CHUNK_TARGET = 512 * KiB
+FIXED_MAX_CHUNKS = 4
+FLUSH_TARGET = 4 * MiB
+MAX_FLUSH_FRAMES = 4096
+
+
+def rows_per_chunk(frame_rows: int | None, narrowest_row_bytes: int) -> int:
+    """Smallest multiple of frame_rows >= max(frame_rows, ceil(16 KiB / row_bytes)).
+
+    A block with frame_rows 0 (or unknown) takes max(1, ceil(16 KiB / row_bytes)).
+    A zero-width row (a trailing axis of length 0) counts as one byte.
+    """
+    rb = max(1, narrowest_row_bytes)
+    target = -(-COLUMN_CHUNK_TARGET // rb)
+    if not frame_rows:
+        return max(1, target)
+    need = max(frame_rows, target)
+    return -(-need // frame_rows) * frame_rows
+
+
+def chunks_per_shard(chunk_bytes: int) -> int:
+    return max(1, min(MAX_CHUNKS_PER_SHARD, SHARD_TARGET // max(1, chunk_bytes)))
+
+
+@dataclass(frozen=True)
+class Extent:
+    inner_rows: int
+    shard_rows: int
+
+
+def column_extent(rpc: int, rb: int) -> Extent:
+    return Extent(rpc, rpc * chunks_per_shard(rpc * max(1, rb)))
+
+
+DENSE_EXTENT = Extent(DENSE_CHUNK_ROWS, DENSE_CHUNK_ROWS * DENSE_CHUNKS_PER_SHARD)
+
+
+def flush_every(frame_bytes_total: int, frames_per_chunk_of_largest: int) -> int:
+    """K = max(1, ceil(4 MiB / frame_bytes)), rounded up to a multiple of the largest
+    block's frames-per-chunk, then capped at 4096 frames."""
+    k = max(1, -(-FLUSH_TARGET // max(1, frame_bytes_total)))
+    f = max(1, frames_per_chunk_of_largest)
+    k = -(-k // f) * f
+    return min(k, MAX_FLUSH_FRAMES)
+
+
+def fixed_extent(n: int, rb: int) -> tuple[int, int]:
+    """Fixed-size arrays: (rows per chunk, number of chunks) along the leading axis."""
+    rows = min(n, max(1, FIXED_CHUNK_TARGET // max(1, rb)))
+    chunks = -(-n // rows) if rows else 1
+    return rows, chunks
+
+
+# -- codecs -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Compression:
+    """The writer knob: None | gzip[:level] | zstd[:level]."""
+
+    name: str | None = None
+    level: int | None = None
+
+    @classmethod
+    def parse(cls, value) -> "Compression":
+        if value is None or isinstance(value, Compression):
+            return value or cls()
+        if not isinstance(value, str):
+            raise RefusalError(f"compression {value!r} is not None, 'gzip[:N]' or 'zstd[:N]'", kind="bad_compression")
+        name, _, level = value.partition(":")
+        if name not in ("gzip", "zstd", "none"):
+            raise RefusalError(f"compression {value!r} is not None, 'gzip[:N]' or 'zstd[:N]'", kind="bad_compression")
+        if name == "none":
+            return cls()
+        if level:
+            try:
+                lv = int(level)
+            except ValueError:
+                raise RefusalError(f"compression level {level!r} is not an integer", kind="bad_compression") from None
+        else:
+            lv = 1 if name == "gzip" else 3
+        if name == "gzip" and not 0 <= lv <= 9:
+            raise RefusalError(f"gzip level {lv} is not 0..9", kind="bad_compression")
+        if name == "zstd" and not -7 <= lv <= 22:
+            raise RefusalError(f"zstd level {lv} is not -7..22", kind="bad_compression")
+        return cls(name, lv)
+
+    def codec(self):
+        if self.name == "gzip":
+            return GzipCodec(self.level)
+        if self.name == "zstd":
+            return ZstdCodec(self.level, False)
+        return None
+
+    def __str__(self):
+        return "none" if self.name is None else f"{self.name}:{self.level}"
+
+
+def bytes_to_bytes(dtype: str, *, precision: bool, dense: bool, compression: Compression) -> list:
+    """The column's bytes→bytes codecs before crc32c (chapter, "Reference writer: codecs")."""
+    if dense:
+        return [GzipCodec(1)]
+    if dtype in ("f64", "c64", "c128"):
+        if precision:
+            return [ShuffleCodec(8), compression.codec() or ZstdCodec(3, False)]
+        c = compression.codec()
+        return [c] if c is not None else []
+    return [GzipCodec(1)]
+
+
+def inner_pipeline(dtype: str, bb: list) -> CodecPipeline:
+    serializer = VlenUtf8Codec() if dtype == "string" else BytesCodec("little")
+    return CodecPipeline((), serializer, (*bb, Crc32cCodec()))
+
+
+def index_pipeline() -> CodecPipeline:
+    return CodecPipeline((), BytesCodec("little"), (Crc32cCodec(),))
+
+
+def sharded(inner_chunk_shape, inner: CodecPipeline, index_location: str) -> CodecPipeline:
+    return CodecPipeline((), ShardingCodec(tuple(inner_chunk_shape), inner, index_pipeline(), index_location), ())

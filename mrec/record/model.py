@@ -1,0 +1,561 @@
+"""In-memory model of a frame: named blocks of columns, masks, typed meta, a box.
+
+mrec-notes §1.4 (frame-shaped group), §2.1-§2.6 (frame chapter).
+
+* :class:`Box` -- the simulation cell (``vectors`` 3x3 f64 with the lattice
+  vectors as **columns**, ``origin`` f64[3], ``boundary`` bool[3],
+  ``defined``).
+* :class:`Frame` -- ``blocks`` (block -> column -> numpy array), ``box``,
+  ``meta`` (typed by ``meta_types``), ``masks`` (validity masks), plus
+  ``counts`` (row count of a block, needed for a block without columns),
+  ``precision`` (declared precision of ``f64`` columns) and ``block_attrs``
+  (``structural_shape``, ``targets`` and producer attributes of a block).
+
+Both normalise and validate on construction, so a constructed model holds
+what a writer stores and what a reader hands back; every refusal is a
+:class:`~mrec.errors.RefusalError` with a spec ``kind``.  Nothing here
+rounds to a precision implicitly (a reader must keep stored bytes); see
+:meth:`Frame.rounded` for what a writer stores.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import RefusalError
+from .dtypes import as_column_array, check_canonical
+from .precision import check_precision, round_to_precision
+from .typed_json import coerce_meta_document, encode_meta_document, json_dumps, to_plain
+
+__all__ = [
+    "FRAME_RESERVED_BLOCKS",
+    "FRAME_RESERVED_COLUMNS",
+    "ENDPOINT_COLUMNS",
+    "TARGET_PATTERN",
+    "check_node_name",
+    "check_structural_shape",
+    "check_targets",
+    "Box",
+    "Frame",
+]
+
+#: Children of a frame-shaped group that are not blocks.
+FRAME_RESERVED_BLOCKS: frozenset[str] = frozenset({"box"})
+#: Children of a block group that are not columns.
+FRAME_RESERVED_COLUMNS: frozenset[str] = frozenset({"_validity"})
+#: Conventional row references into the ``atoms`` block of the same container.
+ENDPOINT_COLUMNS: tuple[str, ...] = ("atomi", "atomj", "atomk", "atoml", "atomm")
+#: A ``targets`` value: ``<block>`` or ``/<section>/<block>``, never into ``trajectory``.
+TARGET_PATTERN = re.compile(r"(?!/trajectory/)(/[^/]+/[^/]+|[^/]+)")
+
+
+def check_node_name(name: Any, what: str, kind: str, path: str | None = None) -> str:
+    """``name`` if it can name a Zarr node: a non-empty str, no ``/``, not ``.``/``..``, no leading ``__``."""
+    if (not isinstance(name, str) or name == "" or "/" in name or name in (".", "..")
+            or name.startswith("__")):
+        raise RefusalError(
+            f"{what} {name!r} is not a valid node name (non-empty, no '/', not '.' or '..', no leading '__')",
+            path=path, kind=kind,
+        )
+    return name
+
+
+def _is_int(n: Any) -> bool:
+    return isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_))
+
+
+def check_structural_shape(shape: Any, what: str, path: str | None = None,
+                           rows: int | None = None) -> tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints (product = ``rows`` when given).
+
+    Any violation is ``structural_shape_mismatch``.
+    """
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, (list, tuple)) \
+            or not all(_is_int(n) and int(n) >= 0 for n in shape):
+        raise RefusalError(f"{what}: structural_shape must be a list of non-negative integers, found {shape!r}",
+                           path=path, kind="structural_shape_mismatch")
+    out = tuple(int(n) for n in shape)
+    if rows is not None and math.prod(out) != rows:
+        raise RefusalError(f"{what}: structural_shape {list(out)} has {math.prod(out)} rows, the block has {rows}",
+                           path=path, kind="structural_shape_mismatch")
+    return out
+
+
+def check_targets(targets: Any, what: str, path: str | None = None) -> dict[str, str]:
+    """``targets`` (column -> ``<block>`` | ``/<section>/<block>``) validated; ``bad_reference`` otherwise."""
+    if not isinstance(targets, Mapping):
+        raise RefusalError(f"{what}: targets must be an object column -> target, found {targets!r}",
+                           path=path, kind="bad_reference")
+    out: dict[str, str] = {}
+    for column, target in targets.items():
+        if not isinstance(column, str) or not isinstance(target, str) or not TARGET_PATTERN.fullmatch(target):
+            extra = " (a trajectory block is never a target)" if isinstance(target, str) and \
+                target.startswith("/trajectory/") else ""
+            raise RefusalError(
+                f"{what}: target {target!r} of column {column!r} is not '<block>' or '/<section>/<block>'{extra}",
+                path=path, kind="bad_reference",
+            )
+        out[column] = target
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Box
+
+def _bad_box(message: str, path: str | None = None) -> RefusalError:
+    return RefusalError(f"box: {message}", path=path, kind="bad_box")
+
+
+def _real_array(value: Any, shape: tuple[int, ...], what: str) -> np.ndarray:
+    a = np.asarray(value)
+    if a.dtype.kind == "f" and a.dtype.itemsize < 8:
+        raise RefusalError(f"box: {what} is {a.dtype}; the cell is f64", kind="narrow_float")
+    if a.dtype.kind not in "iuf" or (a.dtype.kind == "f" and a.dtype.itemsize != 8):
+        raise _bad_box(f"{what} must be real numbers, found {a.dtype}")
+    if a.shape != shape:
+        raise _bad_box(f"{what} must have shape {list(shape)}, found {list(a.shape)}")
+    return np.array(a, dtype="<f8")
+
+
+def _bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+@dataclass(eq=False)
+class Box:
+    """A frame's simulation cell (mrec-notes §2.4).
+
+    ``vectors`` -- 3x3 f64, the lattice vectors are its **columns**;
+    ``origin`` -- f64[3], default zeros; ``boundary`` -- bool[3], which axes
+    wrap, default all True for a defined cell; ``defined`` -- whether there is
+    a cell at all.
+
+    Normalisation (what a writer writes and a reader returns): an undefined
+    cell holds identity ``vectors`` whatever was given (a reader ignores
+    stored vectors) and an all-False ``boundary`` by default; a True boundary
+    flag on an undefined cell is refused.  Equality is bitwise (``-0.0`` and
+    ``0.0`` differ, NaN equals NaN).  Refusals are kind ``bad_box`` (and
+    ``narrow_float`` for float32 input).
+    """
+
+    vectors: Any = None
+    origin: Any = None
+    boundary: Any = None
+    defined: bool = True
+
+    def __post_init__(self) -> None:
+        defined = self.defined
+        if isinstance(defined, np.bool_):
+            defined = bool(defined)
+        if not isinstance(defined, bool):
+            raise _bad_box(f"defined (cell_defined) must be a bool, found {defined!r}")
+        self.defined = defined
+        if defined:
+            if self.vectors is None:
+                raise _bad_box("a defined cell needs vectors")
+            self.vectors = _real_array(self.vectors, (3, 3), "vectors")
+        else:
+            self.vectors = np.eye(3, dtype="<f8")
+        self.origin = np.zeros(3, dtype="<f8") if self.origin is None else _real_array(self.origin, (3,), "origin")
+        if self.boundary is None:
+            self.boundary = np.full(3, defined, dtype=bool)
+        else:
+            b = np.asarray(self.boundary)
+            if b.dtype.kind != "b" or b.shape != (3,):
+                raise _bad_box(f"boundary must be 3 bools, found {self.boundary!r}")
+            if not defined and b.any():
+                raise _bad_box("a True boundary flag on an undefined cell (cell_defined false) is malformed")
+            self.boundary = np.array(b, dtype=bool)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Box):
+            return NotImplemented
+        return (self.defined == other.defined and _bits_equal(self.vectors, other.vectors)
+                and _bits_equal(self.origin, other.origin) and _bits_equal(self.boundary, other.boundary))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @classmethod
+    def from_any(cls, obj: Any) -> "Box":
+        """A Box from a Box, a mapping, or a 3x3 array of lattice vectors (as columns).
+
+        Mapping keys: ``vectors``, ``origin``, ``boundary``, ``defined`` or its
+        on-disk spelling ``cell_defined`` (``null`` for origin/boundary/
+        cell_defined means the default).  Unknown keys are refused.
+        """
+        if isinstance(obj, Box):
+            return obj
+        if isinstance(obj, Mapping):
+            unknown = set(obj) - {"vectors", "origin", "boundary", "defined", "cell_defined"}
+            if unknown:
+                raise _bad_box(f"unknown keys {sorted(unknown)}")
+            defined = obj.get("defined")
+            cell_defined = obj.get("cell_defined")
+            if defined is not None and cell_defined is not None and defined is not cell_defined:
+                raise _bad_box("defined and cell_defined disagree")
+            flag = defined if defined is not None else cell_defined
+            return cls(vectors=obj.get("vectors"), origin=obj.get("origin"), boundary=obj.get("boundary"),
+                       defined=True if flag is None else flag)
+        if isinstance(obj, (np.ndarray, list, tuple)):
+            return cls(vectors=obj)
+        raise _bad_box(f"cannot make a cell from {type(obj).__name__}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The attribute form of the cell (the reference writer's choice, §2.4/§3.7).
+
+        ``vectors`` always (nested rows of the 3x3 matrix); ``origin`` only
+        when any component is not +0.0 bit-for-bit (so ``-0.0`` survives);
+        ``boundary`` only when not all True; ``cell_defined: false`` only for
+        an undefined cell.
+        """
+        out: dict[str, Any] = {"vectors": self.vectors.tolist()}
+        if self.origin.view(np.uint64).any():
+            out["origin"] = self.origin.tolist()
+        if not self.boundary.all():
+            out["boundary"] = [bool(b) for b in self.boundary]
+        if not self.defined:
+            out["cell_defined"] = False
+        return out
+
+
+# ---------------------------------------------------------------------------
+# Frame
+
+def _mapping(value: Any, what: str, kind: str) -> Mapping[Any, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise RefusalError(f"{what} must be a mapping, found {type(value).__name__}", kind=kind)
+    return value
+
+
+def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.kind == "O":
+        return a.tolist() == b.tolist()
+    return a.tobytes() == b.tobytes()
+
+
+@dataclass(eq=False)
+class Frame:
+    """One frame: named blocks of columns, validity masks, a typed meta document, a cell.
+
+    Fields (all optional):
+
+    * ``blocks`` -- block -> column -> array; the arrays of a block share one
+      leading length.  Lists are converted (strings to ``object`` arrays),
+      numpy arrays kept as given when already canonical.
+    * ``box`` -- a :class:`Box` or anything :meth:`Box.from_any` accepts; None = open system.
+    * ``meta`` -- the meta document; every value is coerced to its tag.
+    * ``masks`` -- block -> column -> bool[rows] (True = has a value).  An
+      all-True mask is dropped (it equals no mask).
+    * ``meta_types`` -- key -> tag for keys whose tag is stated; after
+      construction it holds the tag of **every** key (inferred ones included)
+      and no stale entry.
+    * ``counts`` -- block -> row count; required only for a block without
+      columns (default 0), checked against the columns otherwise.
+    * ``precision`` -- block -> column -> declared precision (``f64`` only).
+    * ``block_attrs`` -- block -> ``structural_shape`` / ``targets`` /
+      producer attributes (plain JSON, preserved).  A ``count`` entry is
+      checked against the rows and moved to ``counts``.
+
+    Refusals: a block named ``box`` (``reserved_block_name``), a column named
+    ``_validity`` (``reserved_column_name``), invalid node names (same kinds),
+    unequal leading lengths (``row_count_mismatch``), a mask not bool, not of
+    length rows, or naming no column (``bad_validity``), dtypes outside the 13
+    (``unknown_dtype``/``narrow_float``), canonical keys at another dtype
+    (``canonical_dtype``), precision on non-f64 or out of bounds
+    (``bad_precision``), meta (``reserved_meta_key``/``meta_tag_mismatch``),
+    structural shape (``structural_shape_mismatch``), targets
+    (``bad_reference``), cell (``bad_box``).
+    """
+
+    blocks: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    box: Box | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    masks: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    meta_types: dict[str, str] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    precision: dict[str, dict[str, float]] = field(default_factory=dict)
+    block_attrs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    # -- construction -------------------------------------------------------
+
+    def __post_init__(self) -> None:
+        raw_blocks = _mapping(self.blocks, "blocks", "row_count_mismatch")
+        blocks: dict[str, dict[str, np.ndarray]] = {}
+        for b, columns in raw_blocks.items():
+            check_node_name(b, "block", "reserved_block_name")
+            if b in FRAME_RESERVED_BLOCKS:
+                raise RefusalError(f"block {b!r} is reserved in a frame-shaped group (it is the cell)",
+                                   kind="reserved_block_name")
+            columns = _mapping(columns, f"block {b!r}", "row_count_mismatch")
+            out: dict[str, np.ndarray] = {}
+            for c, values in columns.items():
+                what = f"block {b!r} column {c!r}"
+                check_node_name(c, f"block {b!r} column", "reserved_column_name")
+                if c in FRAME_RESERVED_COLUMNS:
+                    raise RefusalError(f"{what}: the name is reserved for the validity masks",
+                                       kind="reserved_column_name")
+                arr, dtype = as_column_array(values, column=c, what=what)
+                check_canonical(b, c, dtype, arr.shape[1:])
+                out[c] = arr
+            blocks[b] = out
+        self.blocks = blocks
+
+        # row counts
+        raw_counts = dict(_mapping(self.counts, "counts", "row_count_mismatch"))
+        raw_attrs = _mapping(self.block_attrs, "block_attrs", "declaration_mismatch")
+        for b, attrs in raw_attrs.items():
+            if isinstance(attrs, Mapping) and "count" in attrs:
+                if b in raw_counts and raw_counts[b] != attrs["count"]:
+                    raise RefusalError(f"block {b!r}: count {attrs['count']!r} disagrees with {raw_counts[b]!r}",
+                                       kind="row_count_mismatch")
+                raw_counts[b] = attrs["count"]
+        for b in raw_counts:
+            if b not in blocks:
+                raise RefusalError(f"counts name block {b!r}, which the frame does not have",
+                                   kind="row_count_mismatch")
+        counts: dict[str, int] = {}
+        for b, columns in blocks.items():
+            lengths = {c: a.shape[0] for c, a in columns.items()}
+            distinct = set(lengths.values())
+            if len(distinct) > 1:
+                detail = ", ".join(f"{c}={n}" for c, n in lengths.items())
+                raise RefusalError(f"block {b!r}: columns disagree on the row count ({detail})",
+                                   kind="row_count_mismatch")
+            if b in raw_counts:
+                n = raw_counts[b]
+                if not _is_int(n) or int(n) < 0:
+                    raise RefusalError(f"block {b!r}: count must be a non-negative integer, found {n!r}",
+                                       kind="row_count_mismatch")
+                if distinct and int(n) != next(iter(distinct)):
+                    raise RefusalError(f"block {b!r}: count {int(n)} but its columns have "
+                                       f"{next(iter(distinct))} rows", kind="row_count_mismatch")
+                counts[b] = int(n)
+            else:
+                counts[b] = next(iter(distinct)) if distinct else 0
+        self.counts = counts
+
+        # block attributes
+        block_attrs: dict[str, dict[str, Any]] = {}
+        for b, attrs in raw_attrs.items():
+            if b not in blocks:
+                raise RefusalError(f"block_attrs name block {b!r}, which the frame does not have",
+                                   kind="declaration_mismatch")
+            attrs = _mapping(attrs, f"block {b!r} attributes", "declaration_mismatch")
+            out_attrs: dict[str, Any] = {}
+            for k, v in attrs.items():
+                if k == "count":
+                    continue
+                if k == "structural_shape":
+                    if v is not None:
+                        out_attrs[k] = check_structural_shape(v, f"block {b!r}", rows=counts[b])
+                elif k == "targets":
+                    if v is not None:
+                        targets = check_targets(v, f"block {b!r}")
+                        for c in targets:
+                            if c not in blocks[b]:
+                                raise RefusalError(f"block {b!r}: targets names column {c!r}, "
+                                                   "which the block does not have", kind="bad_reference")
+                            if blocks[b][c].dtype != np.dtype("<u8"):
+                                raise RefusalError(f"block {b!r} column {c!r}: a row reference is u64, "
+                                                   f"found {blocks[b][c].dtype}", kind="bad_reference")
+                        out_attrs[k] = targets
+                else:
+                    try:
+                        out_attrs[k] = to_plain(v)
+                    except TypeError as exc:
+                        raise RefusalError(f"block {b!r} attribute {k!r} is not JSON ({exc})",
+                                           kind="declaration_mismatch") from None
+            if out_attrs:
+                block_attrs[b] = out_attrs
+        self.block_attrs = block_attrs
+
+        # masks
+        masks: dict[str, dict[str, np.ndarray]] = {}
+        for b, cols in _mapping(self.masks, "masks", "bad_validity").items():
+            if b not in blocks:
+                raise RefusalError(f"mask for block {b!r}, which the frame does not have", kind="bad_validity")
+            kept: dict[str, np.ndarray] = {}
+            for c, mask in _mapping(cols, f"masks of block {b!r}", "bad_validity").items():
+                if c not in blocks[b]:
+                    raise RefusalError(f"block {b!r}: mask {c!r} names no column of the block",
+                                       kind="bad_validity")
+                m = np.asarray(mask)
+                if m.dtype.kind != "b":
+                    raise RefusalError(f"block {b!r} column {c!r}: mask must be bool, found {m.dtype}",
+                                       kind="bad_validity")
+                if m.shape != (counts[b],):
+                    raise RefusalError(f"block {b!r} column {c!r}: mask shape {list(m.shape)} "
+                                       f"is not [{counts[b]}] (one flag per row)", kind="bad_validity")
+                if not m.all():
+                    kept[c] = m
+            if kept:
+                masks[b] = kept
+        self.masks = masks
+
+        # precision
+        precision: dict[str, dict[str, float]] = {}
+        for b, cols in _mapping(self.precision, "precision", "bad_precision").items():
+            if b not in blocks:
+                raise RefusalError(f"precision for block {b!r}, which the frame does not have",
+                                   kind="bad_precision")
+            kept_p: dict[str, float] = {}
+            for c, p in _mapping(cols, f"precision of block {b!r}", "bad_precision").items():
+                what = f"block {b!r} column {c!r}"
+                if c not in blocks[b]:
+                    raise RefusalError(f"{what}: precision for a column the block does not have",
+                                       kind="bad_precision")
+                if p is None:
+                    continue
+                if blocks[b][c].dtype != np.dtype("<f8"):
+                    raise RefusalError(f"{what}: precision is declared on f64 columns only, found "
+                                       f"{blocks[b][c].dtype}", kind="bad_precision")
+                kept_p[c] = check_precision(p, what=f"{what} precision")
+            if kept_p:
+                precision[b] = kept_p
+        self.precision = precision
+
+        # meta and box
+        self.meta, self.meta_types = coerce_meta_document(
+            _mapping(self.meta, "meta", "meta_tag_mismatch"),
+            _mapping(self.meta_types, "meta_types", "meta_tag_mismatch"),
+        )
+        if self.box is not None:
+            self.box = Box.from_any(self.box)
+
+    @classmethod
+    def from_any(cls, obj: Any) -> "Frame":
+        """A Frame from a Frame (returned as is), a mapping of Frame fields, or a mapping of blocks.
+
+        A mapping is read as Frame fields when it has a ``blocks`` key and
+        every key is a field name (``blocks box meta masks meta_types counts
+        precision block_attrs``); otherwise it is the blocks themselves.
+        ``None`` values of fields mean "empty".
+        """
+        if isinstance(obj, Frame):
+            return obj
+        if isinstance(obj, Mapping):
+            if "blocks" in obj and set(obj) <= set(_FRAME_FIELDS):
+                return cls(**{k: v for k, v in obj.items() if v is not None})
+            return cls(blocks=obj)
+        raise TypeError(f"cannot make a Frame from {type(obj).__name__}")
+
+    # -- queries ----------------------------------------------------------------
+
+    def rows(self, block: str) -> int:
+        """The row count of ``block``."""
+        return self.counts[block]
+
+    def mask(self, block: str, column: str) -> np.ndarray | None:
+        """The validity mask of a column, or None when every row is valid."""
+        return self.masks.get(block, {}).get(column)
+
+    def rounded(self) -> "Frame":
+        """This frame with every precision column rounded to its grid (what a writer stores).
+
+        Returns ``self`` when nothing changes.
+        """
+        changed = False
+        blocks = {b: dict(cols) for b, cols in self.blocks.items()}
+        for b, cols in self.precision.items():
+            for c, p in cols.items():
+                r = round_to_precision(blocks[b][c], p, what=f"block {b!r} column {c!r}")
+                if r is not blocks[b][c]:
+                    blocks[b][c] = r
+                    changed = True
+        if not changed:
+            return self
+        return Frame(blocks=blocks, box=self.box, meta=self.meta, masks=self.masks, meta_types=self.meta_types,
+                     counts=self.counts, precision=self.precision, block_attrs=self.block_attrs)
+
+    def check_references(self, sections: Mapping[str, Any] | None = None, *, conventional: bool = False,
+                         path: str | None = None) -> None:
+        """Refuse (``bad_reference``) row references that point at nothing (§2.6).
+
+        Declared ``targets`` of every block are checked: a same-container
+        target must exist wherever the referencing block has rows, and every
+        non-null value must be below the target's row count.  An absolute
+        target ``/<section>/<block>`` is checked only when ``sections`` holds
+        that section (a Frame or anything :meth:`from_any` accepts).  With
+        ``conventional=True`` undeclared ``atomi``..``atomm`` columns are
+        checked against ``atoms`` too (a SHOULD in the spec).
+        """
+        for b, columns in self.blocks.items():
+            refs = dict(self.block_attrs.get(b, {}).get("targets", {}))
+            if conventional:
+                for c in ENDPOINT_COLUMNS:
+                    if c in columns and c not in refs:
+                        refs[c] = "atoms"
+            if self.counts[b] == 0:
+                continue
+            for c, target in refs.items():
+                if target.startswith("/"):
+                    section, target_block = target[1:].split("/", 1)
+                    if sections is None or section not in sections:
+                        continue
+                    container = Frame.from_any(sections[section])
+                else:
+                    container, target_block = self, target
+                if target_block not in container.blocks:
+                    raise RefusalError(f"block {b!r} column {c!r} references {target!r}, which does not exist",
+                                       path=path, kind="bad_reference")
+                n = container.counts[target_block]
+                values = columns[c]
+                m = self.mask(b, c)
+                if m is not None:
+                    values = values[m]
+                if values.size and int(values.max()) >= n:
+                    raise RefusalError(
+                        f"block {b!r} column {c!r} references row {int(values.max())} of {target!r}, "
+                        f"which has {n} rows", path=path, kind="bad_reference")
+
+    # -- comparison -------------------------------------------------------------
+
+    def equals(self, other: Any) -> bool:
+        """Bitwise model equality.
+
+        Same blocks (order-insensitive), counts, columns (dtype, shape, bytes:
+        NaN equals NaN, ``-0.0`` differs from ``0.0``), masks (an all-True
+        mask is no mask), cell, meta (same tags and typed-JSON text),
+        precision and block attributes.
+        """
+        if not isinstance(other, Frame):
+            other = Frame.from_any(other)
+        if self.counts != other.counts or set(self.blocks) != set(other.blocks):
+            return False
+        for b, cols in self.blocks.items():
+            ocols = other.blocks[b]
+            if set(cols) != set(ocols) or not all(_same_array(cols[c], ocols[c]) for c in cols):
+                return False
+        if set(self.masks) != set(other.masks):
+            return False
+        for b, ms in self.masks.items():
+            oms = other.masks[b]
+            if set(ms) != set(oms) or not all(_same_array(ms[c], oms[c]) for c in ms):
+                return False
+        if (self.box is None) != (other.box is None) or (self.box is not None and self.box != other.box):
+            return False
+        if self.precision != other.precision:
+            return False
+        if json_dumps(self.block_attrs, sort_keys=True) != json_dumps(other.block_attrs, sort_keys=True):
+            return False
+        mine = encode_meta_document(self.meta, self.meta_types)[0]
+        theirs = encode_meta_document(other.meta, other.meta_types)[0]
+        return json_dumps(mine, sort_keys=True) == json_dumps(theirs, sort_keys=True)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Frame):
+            return NotImplemented
+        return self.equals(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_FRAME_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Frame))

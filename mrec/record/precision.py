@@ -1,0 +1,114 @@
+"""Declared precision: the power-of-two grid an ``f64`` column is stored on.
+
+mrec-notes §2.3.  A precision ``p`` (absolute tolerance, finite,
+``2^-1000 <= p <= 2^1000``) selects the quantum ``q``, the largest power of
+two ``<= p``: with ``p = m * 2^e``, ``0.5 <= m < 1`` (:func:`math.frexp`),
+``q = 2^(e-1)``.  A writer stores, computed in binary64,
+
+* ``x`` itself when ``x`` is NaN, +-inf, or ``|x| >= 2^52 * q``;
+* ``roundTiesToEven(x / q) * q`` otherwise (both steps exact: q is a power of two).
+
+The sign of zero survives (``-1e-4`` with ``p = 1e-3`` stores ``-0.0``).  A
+reader never re-rounds; a validator may report off-grid values
+(:func:`off_grid`, :func:`is_on_grid`).
+
+Edge note: for ``q`` near ``2^1000`` and ``|x|`` within one quantum of
+``DBL_MAX`` the literal binary64 product overflows to ``inf``; the rule is
+applied literally (every conforming writer computes the same bytes).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import RefusalError
+
+__all__ = ["P_MIN", "P_MAX", "check_precision", "quantum", "round_to_precision", "off_grid", "is_on_grid"]
+
+#: Smallest and largest admissible precision (2^-1000, 2^1000).
+P_MIN: float = math.ldexp(1.0, -1000)
+P_MAX: float = math.ldexp(1.0, 1000)
+
+_TWO52 = math.ldexp(1.0, 52)
+
+
+def check_precision(p: Any, where: str | None = None, what: str = "precision") -> float:
+    """``p`` as a float if it is an admissible precision, else ``bad_precision``.
+
+    Admissible: a real number (int or float, numpy scalars included, never a
+    bool), finite, ``2^-1000 <= p <= 2^1000``.  ``0``, negatives, ``inf``,
+    ``NaN`` and non-numbers are refused.
+    """
+    if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, float, np.integer, np.floating)):
+        raise RefusalError(f"{what}: {p!r} is not a number", path=where, kind="bad_precision")
+    try:
+        value = float(p)
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value) or not (P_MIN <= value <= P_MAX):
+        raise RefusalError(
+            f"{what}: {p!r} is outside [2^-1000, 2^1000] (finite, positive)", path=where, kind="bad_precision"
+        )
+    return value
+
+
+def quantum(p: Any) -> float:
+    """The quantum of precision ``p``: the largest power of two ``<= p`` (frexp rule)."""
+    value = check_precision(p)
+    _, e = math.frexp(value)
+    return math.ldexp(1.0, e - 1)
+
+
+def _as_f64(values: Any, what: str) -> np.ndarray:
+    a = np.asarray(values)
+    if a.dtype.kind != "f" or a.dtype.itemsize != 8:
+        raise RefusalError(f"{what}: precision applies to f64 only, found {a.dtype}", kind="bad_precision")
+    return a
+
+
+def round_to_precision(values: Any, p: Any, what: str = "column") -> np.ndarray:
+    """``values`` (an ``f64`` array of any shape) rounded to the grid of ``p``, exactly per §2.3.
+
+    Vectorised: one temporary for ``x / q`` rounded in place, one boolean
+    mask.  When no element changes bit-for-bit the input array itself is
+    returned (no copy); otherwise a new array (native byte order).  Anything
+    but ``f64`` is refused (``bad_precision``).
+    """
+    a = _as_f64(values, what)
+    q = quantum(p)
+    with np.errstate(invalid="ignore"):
+        keep = ~(np.abs(a) < _TWO52 * q)  # NaN / inf compare False -> kept
+    if keep.all():
+        return a
+    r = np.divide(a, q, out=np.empty(a.shape, dtype=np.float64))
+    np.rint(r, out=r)  # ties to even, sign of zero preserved
+    np.multiply(r, q, out=r)
+    np.copyto(r, a, where=keep)
+    if r.dtype.byteorder == a.dtype.byteorder and np.array_equal(r.view(np.uint64), a.view(np.uint64)):
+        return a
+    return r
+
+
+def off_grid(values: Any, p: Any, validity: Any = None, what: str = "column") -> np.ndarray:
+    """Boolean array: True where a stored value is not what :func:`round_to_precision` stores.
+
+    Null rows (``validity`` False, one flag per row) are unconstrained and
+    never flagged.  NaN, +-inf and ``|x| >= 2^52 q`` are always on the grid.
+    """
+    a = _as_f64(values, what)
+    r = round_to_precision(a, p, what)
+    if r is a:
+        bad = np.zeros(a.shape, dtype=bool)
+    else:
+        bad = r.astype("<f8", copy=False).view(np.uint64) != a.astype("<f8", copy=False).view(np.uint64)
+    if validity is not None:
+        v = np.asarray(validity, dtype=bool)
+        bad &= v.reshape(v.shape + (1,) * (a.ndim - v.ndim))
+    return bad
+
+
+def is_on_grid(values: Any, p: Any, validity: Any = None, what: str = "column") -> bool:
+    """Whether every (valid) value of ``values`` lies on the grid of ``p`` (validator helper)."""
+    return not bool(off_grid(values, p, validity, what).any())

@@ -1,0 +1,635 @@
+"""Reading the ragged trajectory: logical lengths (the reopen rule) and frame resolution.
+
+:func:`load_layout` turns ``trajectory/`` into a :class:`Layout` — ``nstep``,
+steps and times, per-step meta arrays, the cell and every block's updates —
+reading only what the reopen rule names: ``nstep``, then each index up to its
+logical prefix.  Arrays longer than their logical length (an uncommitted
+tail) are tolerated; shorter ones are refused.  :class:`TrajectoryReader`
+resolves any ordinal to a :class:`~mrec.record.model.Frame`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import MetadataError, RefusalError, StoreError
+from ..zarr.array import Array, read_node
+from ..zarr.metadata import ArrayMetadata, GroupMetadata
+from ..zarr.store import DirectoryStore
+from . import typed_json
+from .dtypes import dtype_from_zarr
+from .model import Box, Frame
+from .schema import SequenceSchema
+
+TRAJ = "trajectory"
+RESERVED_CHILDREN = ("step", "time", "meta", "box")
+RESERVED_BLOCK_CHILDREN = ("offset", "step_index", "_validity")
+LOCK_NAME = ".mrec-writer.lock"
+
+
+def tag_layout(tag: str) -> tuple[str, tuple[int, ...]]:
+    """(stored column dtype, trailing shape) of a meta tag."""
+    t = typed_json.META_TAGS[tag]
+    return t.stored_dtype, tuple(t.trailing)
+
+
+def refuse(kind: str, message: str, path: str | None = None) -> RefusalError:
+    return RefusalError(message, path=path, kind=kind)
+
+
+def open_store(path, *, fs=None, readonly=True):
+    """A store for a ``*.mrec`` directory or a ``*.mrec.zip`` archive."""
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        return DirectoryStore(p, fs=fs, readonly=readonly)
+    if os.path.isfile(p):
+        from ..zarr.zipstore import ZipStore
+        return ZipStore(p, **({"fs": fs} if fs is not None else {}))
+    raise StoreError("no such record (neither a *.mrec directory nor a *.mrec.zip file)", path=p)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _node(store, path):
+    return read_node(store, path)
+
+
+def _array(store, path) -> Array | None:
+    node = _node(store, path)
+    if node is None:
+        return None
+    if not isinstance(node, ArrayMetadata):
+        raise refuse("broken_index", "expected an array, found a group", store.describe(path))
+    return Array(store, path, node)
+
+
+def _group(store, path) -> GroupMetadata | None:
+    node = _node(store, path)
+    if node is None:
+        return None
+    if not isinstance(node, GroupMetadata):
+        raise refuse("broken_index", "expected a group, found an array", store.describe(path))
+    return node
+
+
+def _logical(arr: Array, n: int, what: str) -> Array:
+    if arr.shape[0] < n:
+        raise refuse("broken_index", f"{what} has {arr.shape[0]} rows, fewer than its logical length {n}", arr.name)
+    return arr
+
+
+# -- the parts of a layout ------------------------------------------------------
+
+@dataclass
+class Progression:
+    start: int | float
+    stride: int | float | None
+
+
+@dataclass
+class BlockLayout:
+    name: str
+    decl: object
+    group: GroupMetadata | None
+    columns: dict[str, Array] = field(default_factory=dict)
+    masks: dict[str, Array] = field(default_factory=dict)
+    regular: bool = False
+    uniform_rows: int | None = None
+    step_index: np.ndarray | None = None     # logical prefix, uint64
+    offset: np.ndarray | None = None         # logical, len n_updates + 1
+    n_updates: int = 0
+
+    @property
+    def total_rows(self) -> int:
+        if self.regular:
+            return self.n_updates * (self.uniform_rows or 0)
+        return int(self.offset[self.n_updates]) if self.offset is not None and len(self.offset) else 0
+
+    def update_at(self, i: int) -> int | None:
+        """The update that resolves ordinal i (None: absent)."""
+        if self.n_updates == 0:
+            return None
+        if self.regular:
+            return min(i, self.n_updates - 1)
+        j = bisect_right(self.step_index, i) - 1
+        return j if j >= 0 else None
+
+    def rows_of(self, j: int) -> tuple[int, int]:
+        if self.regular:
+            n = self.uniform_rows
+            return j * n, (j + 1) * n
+        return int(self.offset[j]), int(self.offset[j + 1])
+
+    def ordinals(self) -> np.ndarray:
+        if self.regular:
+            return np.arange(self.n_updates, dtype=np.uint64)
+        return self.step_index[: self.n_updates]
+
+    def counts(self) -> np.ndarray:
+        if self.regular:
+            return np.full(self.n_updates, self.uniform_rows, dtype=np.uint64)
+        return np.diff(self.offset[: self.n_updates + 1])
+
+
+@dataclass
+class BoxLayout:
+    group: GroupMetadata | None
+    defined: bool = True
+    attr_cell: Box | None = None                 # fixed cell held as attributes
+    step_index: np.ndarray | None = None
+    vectors: Array | None = None
+    origin: Array | None = None
+    boundary: Array | None = None
+    n_updates: int = 0
+
+    def update_at(self, i: int) -> int | None:
+        if self.n_updates == 0:
+            return None
+        j = bisect_right(self.step_index, i) - 1
+        return j if j >= 0 else None
+
+
+@dataclass
+class Layout:
+    store: object
+    attrs: dict
+    schema: SequenceSchema
+    nstep: int
+    step_prog: Progression | None
+    step_array: Array | None
+    time_prog: Progression | None
+    time_array: Array | None
+    has_time: bool
+    meta: dict[str, Array]
+    box: BoxLayout
+    blocks: dict[str, BlockLayout]
+
+    def steps(self) -> np.ndarray:
+        n = self.nstep
+        if self.step_prog is not None:
+            start, stride = self.step_prog.start, self.step_prog.stride or 0
+            return start + stride * np.arange(n, dtype=np.int64)
+        if self.step_array is not None:
+            return np.asarray(self.step_array.read(slice(0, n)), dtype=np.int64)
+        return np.zeros(0, dtype=np.int64)
+
+    def times(self) -> np.ndarray | None:
+        n = self.nstep
+        if self.time_prog is not None:
+            start, stride = float(self.time_prog.start), float(self.time_prog.stride or 0.0)
+            return np.float64(start) + np.arange(n, dtype=np.float64) * np.float64(stride)
+        if self.time_array is not None:
+            return self.time_array.read(slice(0, n)).astype(np.float64)
+        return None
+
+
+def _progression(v, name: str, nstep: int, path: str, *, integer: bool) -> Progression:
+    if not isinstance(v, dict) or "start" not in v:
+        raise refuse("broken_index", f"{name} {v!r} is not an object with a start", path)
+    start, stride = v["start"], v.get("stride")
+    ok = _is_int if integer else (lambda x: isinstance(x, (int, float)) and not isinstance(x, bool))
+    if not ok(start) or (stride is not None and not ok(stride)):
+        raise refuse("broken_index", f"{name} {v!r} holds a non-{'integer' if integer else 'number'} start or stride", path)
+    if nstep >= 2 and stride is None:
+        raise refuse("broken_index", f"{name} lacks a stride for {nstep} frames", path)
+    return Progression(start, stride)
+
+
+def _read_index_array(arr: Array | None, n: int, what: str) -> np.ndarray:
+    if arr is None:
+        raise refuse("broken_index", f"{what} is missing")
+    if arr.meta.data_type.name not in ("uint64", "int64"):
+        raise refuse("broken_index", f"{what} has data type {arr.meta.data_type.name}, expected uint64", arr.name)
+    _logical(arr, n, what)
+    return np.asarray(arr.read(slice(0, n))).astype(np.uint64)
+
+
+def _load_block(store, name: str, decl, nstep: int) -> BlockLayout:
+    path = f"{TRAJ}/{name}"
+    group = _group(store, path)
+    b = BlockLayout(name, decl, group)
+    if group is None:
+        return b
+    where = store.describe(path)
+    for col, cdecl in decl.columns.items():
+        arr = _array(store, f"{path}/{col}")
+        if arr is None:
+            continue
+        dt = dtype_from_zarr(arr.meta.data_type.name, arr.name)
+        if dt != cdecl.dtype or tuple(arr.shape[1:]) != tuple(cdecl.trailing):
+            raise refuse("declaration_mismatch",
+                         f"column is {dt}{list(arr.shape[1:])}, declared {cdecl.dtype}{list(cdecl.trailing)}", arr.name)
+        b.columns[col] = arr
+        mask = _array(store, f"{path}/_validity/{col}")
+        if mask is not None:
+            if mask.meta.data_type.name != "bool" or mask.meta.ndim != 1:
+                raise refuse("bad_validity", f"mask is {mask.meta.data_type.name}{list(mask.shape[1:])}, expected bool[N]", mask.name)
+            b.masks[col] = mask
+    attrs = group.attributes
+    has_u, has_d = "uniform_rows" in attrs, "dense_updates" in attrs
+    si = _array(store, f"{path}/step_index")
+    off = _array(store, f"{path}/offset")
+    if si is not None and off is None:
+        raise refuse("broken_index", "step_index present without offset", where)
+    if si is not None:
+        # arrays win over markers (a crash between the two writes)
+        n_si = si.shape[0]
+        full = _read_index_array(si, n_si, f"{where}/step_index")
+        if len(full) > 1 and np.any(full[1:] <= full[:-1]):
+            raise refuse("broken_index", "step_index is not strictly ascending", si.name)
+        n = int(np.searchsorted(full, nstep, side="left"))
+        b.step_index = full[:n]
+        b.n_updates = n
+        if off.shape[0] < n + 1 and not (n == 0 and off.shape[0] == 0):
+            raise refuse("broken_index", f"offset has {off.shape[0]} entries, needs {n + 1}", off.name)
+        offs = _read_index_array(off, min(off.shape[0], n + 1), f"{where}/offset") if off.shape[0] else np.zeros(1, np.uint64)
+        if len(offs) == 0:
+            offs = np.zeros(1, np.uint64)
+        if offs[0] != 0:
+            raise refuse("broken_index", f"offset[0] is {int(offs[0])}, not 0", off.name)
+        if len(offs) > 1 and np.any(offs[1:] < offs[:-1]):
+            bad = int(np.argmax(offs[1:] < offs[:-1]))
+            raise refuse("non_monotonic_offset", f"offset decreases at entry {bad + 1} ({int(offs[bad])} -> {int(offs[bad + 1])})", off.name)
+        b.offset = offs
+        total = int(offs[n])
+        for col, arr in list(b.columns.items()) + [(f"_validity/{c}", m) for c, m in b.masks.items()]:
+            if arr.shape[0] < total:
+                kind = "bad_validity" if col.startswith("_validity/") else "broken_index"
+                raise refuse(kind, f"holds {arr.shape[0]} rows, fewer than total_rows {total}", arr.name)
+        return b
+    if has_u or has_d:
+        if not (has_u and has_d):
+            raise refuse("broken_index", "one of uniform_rows / dense_updates without the other", where)
+        u = attrs["uniform_rows"]
+        if not _is_int(u) or u <= 0:
+            raise refuse("broken_index", f"uniform_rows {u!r} is not a positive integer", where)
+        if attrs["dense_updates"] is not True:
+            raise refuse("broken_index", f"dense_updates {attrs['dense_updates']!r} is not true", where)
+        if not decl.columns:
+            raise refuse("broken_index", "regular-block markers on a block with no columns", where)
+        if len(b.columns) < len(decl.columns):
+            missing = sorted(set(decl.columns) - set(b.columns))
+            raise refuse("broken_index", f"regular block lacks column arrays {missing}", where)
+        lengths = [a.shape[0] for a in b.columns.values()]
+        b.regular = True
+        b.uniform_rows = u
+        b.n_updates = min(min(lengths) // u, nstep)
+        for c, m in b.masks.items():
+            if m.shape[0] < b.n_updates * u:
+                raise refuse("bad_validity", f"mask holds {m.shape[0]} rows, fewer than {b.n_updates * u}", m.name)
+        return b
+    # declared block with no updates: zero-length columns, no markers, no index
+    return b
+
+
+def _box_from_attrs(attrs, defined: bool, where: str) -> Box | None:
+    if "vectors" not in attrs:
+        return None
+    try:
+        return Box(np.asarray(attrs["vectors"], dtype=np.float64).reshape(3, 3),
+                   np.asarray(attrs.get("origin", [0.0, 0.0, 0.0]), dtype=np.float64).reshape(3),
+                   np.asarray(attrs.get("boundary", [defined] * 3), dtype=bool).reshape(3),
+                   defined)
+    except (ValueError, TypeError) as exc:
+        raise refuse("bad_box", f"box attributes do not form a cell: {exc}", where) from None
+
+
+def _load_box(store, nstep: int) -> BoxLayout:
+    path = f"{TRAJ}/box"
+    group = _group(store, path)
+    bl = BoxLayout(group)
+    if group is None:
+        return bl
+    where = store.describe(path)
+    cd = group.attributes.get("cell_defined", True)
+    if not isinstance(cd, bool):
+        raise refuse("bad_box", f"cell_defined {cd!r} is not a bool", where)
+    bl.defined = cd
+    vec = _array(store, f"{path}/vectors")
+    if vec is None:
+        cell = _box_from_attrs(group.attributes, cd, where)
+        if cell is not None and nstep > 0:
+            bl.attr_cell = cell
+            bl.step_index = np.zeros(1, dtype=np.uint64)
+            bl.n_updates = 1
+        return bl
+    si_arr = _array(store, f"{path}/step_index")
+    if si_arr is None:
+        full = np.zeros(1, dtype=np.uint64)      # a trivial step_index may be omitted
+    else:
+        full = _read_index_array(si_arr, si_arr.shape[0], f"{where}/step_index")
+        if len(full) > 1 and np.any(full[1:] <= full[:-1]):
+            raise refuse("broken_index", "box step_index is not strictly ascending", si_arr.name)
+    n = int(np.searchsorted(full, nstep, side="left"))
+    bl.step_index = full[:n]
+    bl.n_updates = n
+    bl.vectors = _logical(vec, n, "box vectors")
+    bl.origin = _array(store, f"{path}/origin")
+    bl.boundary = _array(store, f"{path}/boundary")
+    for a in (bl.origin, bl.boundary):
+        if a is not None:
+            _logical(a, n, "box array")
+    return bl
+
+
+def _load_meta(store, schema: SequenceSchema, nstep: int) -> dict[str, Array]:
+    out = {}
+    for key, mdecl in schema.meta.items():
+        arr = _array(store, f"{TRAJ}/meta/{key}")
+        if arr is None:
+            if nstep:
+                raise refuse("missing_meta_value", f"declared meta key {key!r} has no array", store.describe(f"{TRAJ}/meta/{key}"))
+            continue
+        tag = arr.meta.attributes.get("meta_dtype")
+        if tag is None:
+            raise refuse("meta_tag_mismatch", "meta array has no meta_dtype attribute", arr.name)
+        if tag != mdecl.tag:
+            raise refuse("meta_tag_mismatch", f"meta_dtype {tag!r} disagrees with the declared {mdecl.tag!r}", arr.name)
+        elem, trailing = tag_layout(tag)
+        dt = dtype_from_zarr(arr.meta.data_type.name, arr.name)
+        if dt != elem or tuple(arr.shape[1:]) != tuple(trailing):
+            raise refuse("meta_tag_mismatch", f"stored {dt}{list(arr.shape[1:])} does not match tag {tag}", arr.name)
+        out[key] = _logical(arr, nstep, f"meta {key!r}")
+    return out
+
+
+def derive_schema(store) -> SequenceSchema:
+    """Declaration of a store without ``sequence_schema`` (a foreign writer): from its groups."""
+    schema = SequenceSchema()
+    for name in store.list_dir(TRAJ):
+        if name in RESERVED_CHILDREN:
+            continue
+        g = read_node(store, f"{TRAJ}/{name}")
+        if not isinstance(g, GroupMetadata):
+            continue
+        schema.declare_block(name)
+        for col in store.list_dir(f"{TRAJ}/{name}"):
+            if col in RESERVED_BLOCK_CHILDREN:
+                continue
+            a = read_node(store, f"{TRAJ}/{name}/{col}")
+            if isinstance(a, ArrayMetadata):
+                nullable = read_node(store, f"{TRAJ}/{name}/_validity/{col}") is not None
+                schema.declare_column(name, col, dtype_from_zarr(a.data_type.name, store.describe(f"{TRAJ}/{name}/{col}")),
+                                      trailing=tuple(a.shape[1:]), nullable=nullable)
+    for key in store.list_dir(f"{TRAJ}/meta"):
+        a = read_node(store, f"{TRAJ}/meta/{key}")
+        if isinstance(a, ArrayMetadata) and "meta_dtype" in a.attributes:
+            schema.declare_meta(key, a.attributes["meta_dtype"])
+    return schema
+
+
+def load_layout(store) -> Layout:
+    group = _group(store, TRAJ)
+    where = store.describe(TRAJ)
+    if group is None:
+        raise StoreError("record has no trajectory", path=where)
+    attrs = group.attributes
+    if "sequence_schema" in attrs:
+        schema = SequenceSchema.from_json(attrs["sequence_schema"], where)
+    else:
+        schema = derive_schema(store)
+    step_arr = _array(store, f"{TRAJ}/step")
+    if "nstep" in attrs:
+        nstep = attrs["nstep"]
+        if not _is_int(nstep) or nstep < 0:
+            raise refuse("broken_index", f"nstep {nstep!r} is not a non-negative integer", where)
+    else:
+        if "step_progression" in attrs or "time_progression" in attrs:
+            raise refuse("broken_index", "a progression without nstep", where)
+        nstep = step_arr.shape[0] if step_arr is not None else 0
+    step_prog = _progression(attrs["step_progression"], "step_progression", nstep, where, integer=True) \
+        if "step_progression" in attrs else None
+    time_prog = _progression(attrs["time_progression"], "time_progression", nstep, where, integer=False) \
+        if "time_progression" in attrs else None
+    if step_prog is None:
+        if nstep and step_arr is None:
+            raise refuse("broken_index", f"{nstep} frames but neither step_progression nor a step array", where)
+        if step_arr is not None:
+            _logical(step_arr, nstep, "step")
+    time_arr = _array(store, f"{TRAJ}/time") if time_prog is None else None
+    if time_arr is not None:
+        _logical(time_arr, nstep, "time")
+    has_time = time_prog is not None or (time_arr is not None and nstep > 0)
+    return Layout(store, attrs, schema, nstep, step_prog, step_arr if step_prog is None else None,
+                  time_prog, time_arr, has_time, _load_meta(store, schema, nstep), _load_box(store, nstep),
+                  {name: _load_block(store, name, decl, nstep) for name, decl in schema.blocks.items()})
+
+
+# -- frame resolution -------------------------------------------------------------
+
+def _meta_value(tag: str, v):
+    elem, trailing = tag_layout(tag)
+    if trailing:
+        return np.asarray(v)
+    if tag == "json":
+        return json.loads(v)
+    if elem == "bool":
+        return bool(v)
+    if elem == "f64":
+        return float(v)
+    if elem == "string":
+        return str(v)
+    return int(v)
+
+
+class TrajectoryReader:
+    """Random access to the committed frames of a trajectory (``*.mrec`` or ``*.mrec.zip``)."""
+
+    def __init__(self, path, *, fs=None, store=None):
+        self.path = os.fspath(path) if path is not None else None
+        self.store = store if store is not None else open_store(path, fs=fs)
+        self.layout = load_layout(self.store)
+        self._steps: np.ndarray | None = None
+        self._times: np.ndarray | None = None
+        self._check_alignment()
+
+    # -- basics ----------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.layout.nstep
+
+    @property
+    def nstep(self) -> int:
+        return self.layout.nstep
+
+    @property
+    def schema(self) -> SequenceSchema:
+        return self.layout.schema
+
+    @property
+    def steps(self) -> np.ndarray:
+        if self._steps is None:
+            self._steps = self.layout.steps()
+        return self._steps
+
+    @property
+    def times(self) -> np.ndarray | None:
+        if self._times is None and self.layout.has_time:
+            self._times = self.layout.times()
+        return self._times
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _ordinal(self, i) -> int:
+        n = self.layout.nstep
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+            raise TypeError(f"frame ordinal {i!r} is not an integer")
+        j = int(i) + (n if i < 0 else 0)
+        if not 0 <= j < n:
+            raise IndexError(f"frame {i} out of range for a trajectory of {n} frames")
+        return j
+
+    # -- resolution ------------------------------------------------------------
+    def block_update_at(self, block: str, i: int) -> int | None:
+        """Index of the update of ``block`` that resolves frame ``i`` (None: absent)."""
+        if block not in self.layout.blocks:
+            raise KeyError(f"block {block!r} is not declared")
+        return self.layout.blocks[block].update_at(self._ordinal(i))
+
+    def box_at(self, i: int) -> Box | None:
+        i = self._ordinal(i)
+        bl = self.layout.box
+        j = bl.update_at(i)
+        if j is None:
+            return None
+        if bl.attr_cell is not None:
+            return bl.attr_cell
+        vec = bl.vectors.read(slice(j, j + 1))[0]
+        origin = bl.origin.read(slice(j, j + 1))[0] if bl.origin is not None else np.zeros(3)
+        if bl.boundary is not None:
+            boundary = bl.boundary.read(slice(j, j + 1))[0]
+        else:
+            boundary = np.full(3, bl.defined, dtype=bool)
+        return Box(vec, origin, boundary, bl.defined)
+
+    def _block_rows(self, b: BlockLayout, j: int, columns=None) -> tuple[dict, dict]:
+        lo, hi = b.rows_of(j)
+        values, masks = {}, {}
+        for col, cdecl in b.decl.columns.items():
+            if columns is not None and col not in columns:
+                continue
+            arr = b.columns.get(col)
+            if arr is None:
+                if hi > lo:
+                    raise refuse("broken_index", f"column {col!r} has no array but the block has rows", self.store.describe(f"{TRAJ}/{b.name}"))
+                from .dtypes import numpy_dtype
+                values[col] = np.zeros((0, *cdecl.trailing), dtype=numpy_dtype(cdecl.dtype))
+                continue
+            values[col] = arr.read(slice(lo, hi))
+            m = b.masks.get(col)
+            if m is not None:
+                mv = m.read(slice(lo, hi))
+                if not mv.all():
+                    masks[col] = mv
+        return values, masks
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        i = self._ordinal(i)
+        blocks, masks = {}, {}
+        for name, b in self.layout.blocks.items():
+            j = b.update_at(i)
+            if j is None:
+                continue
+            blocks[name], m = self._block_rows(b, j)
+            if m:
+                masks[name] = m
+        meta = {}
+        for key, arr in self.layout.meta.items():
+            meta[key] = _meta_value(self.schema.meta[key].tag, arr.read(slice(i, i + 1))[0])
+        return Frame(blocks=blocks, box=self.box_at(i), meta=meta, masks=masks)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def read_columns(self, i: int, columns) -> dict:
+        """Selected ``(block, column)`` pairs of frame ``i``; an absent block is left out."""
+        i = self._ordinal(i)
+        out = {}
+        wanted: dict[str, set] = {}
+        for block, col in columns:
+            if block not in self.layout.blocks or col not in self.layout.blocks[block].decl.columns:
+                raise KeyError(f"{block}/{col} is not declared")
+            wanted.setdefault(block, set()).add(col)
+        for block, cols in wanted.items():
+            b = self.layout.blocks[block]
+            j = b.update_at(i)
+            if j is None:
+                continue
+            values, _ = self._block_rows(b, j, cols)
+            for col in cols:
+                out[(block, col)] = values[col]
+        return out
+
+    def column(self, block: str, column: str, frames: slice | None = None) -> np.ndarray:
+        """One ndarray ``[frames, rows, *trailing]`` of a regular block's column."""
+        if block not in self.layout.blocks:
+            raise KeyError(f"block {block!r} is not declared")
+        b = self.layout.blocks[block]
+        if column not in b.decl.columns:
+            raise KeyError(f"{block}/{column} is not declared")
+        idx = range(*(frames or slice(None)).indices(len(self)))
+        if not b.regular and b.n_updates:
+            counts = b.counts()
+            if len(set(counts.tolist())) != 1:
+                raise refuse("row_count_mismatch", f"block {block!r} is ragged: column() needs one row count", self.store.describe(f"{TRAJ}/{block}"))
+        if b.n_updates == 0:
+            raise refuse("row_count_mismatch", f"block {block!r} is absent in every frame", self.store.describe(f"{TRAJ}/{block}"))
+        if len(idx) and idx[0] < int(b.ordinals()[0]):
+            raise refuse("row_count_mismatch", f"block {block!r} is absent at frame {idx[0]}", self.store.describe(f"{TRAJ}/{block}"))
+        arr = b.columns[column]
+        if b.regular and idx.step == 1 and len(idx) and idx[-1] < b.n_updates:
+            n = b.uniform_rows
+            data = arr.read(slice(idx[0] * n, (idx[-1] + 1) * n))
+            return data.reshape(len(idx), n, *data.shape[1:])
+        ups = [b.update_at(i) for i in idx]
+        uniq = sorted(set(ups))
+        if not uniq:
+            return np.zeros((0, 0, *arr.shape[1:]), dtype=arr.dtype)
+        lo, _ = b.rows_of(uniq[0])
+        _, hi = b.rows_of(uniq[-1])
+        data = arr.read(slice(lo, hi))
+        parts = []
+        for j in ups:
+            a, z = b.rows_of(j)
+            parts.append(data[a - lo:z - lo])
+        return np.stack(parts)
+
+    # -- invariants checked on open --------------------------------------------------
+    def _check_alignment(self) -> None:
+        blocks = self.layout.blocks
+        for name, b in blocks.items():
+            target = b.decl.aligned_with
+            if not target or target not in blocks:
+                continue
+            t = blocks[target]
+            changes = sorted(set(b.ordinals().tolist()) | set(t.ordinals().tolist()))
+            for i in changes:
+                j = b.update_at(i)
+                if j is None:
+                    continue
+                k = t.update_at(i)
+                rows = b.rows_of(j)
+                if k is None:
+                    raise refuse("aligned_count_mismatch", f"aligned block {name!r} is present at frame {i} while its target {target!r} is absent",
+                                 self.store.describe(f"{TRAJ}/{name}"))
+                trows = t.rows_of(k)
+                if rows[1] - rows[0] != trows[1] - trows[0]:
+                    raise refuse("aligned_count_mismatch",
+                                 f"aligned block {name!r} has {rows[1] - rows[0]} rows at frame {i}, its target {target!r} {trows[1] - trows[0]}",
+                                 self.store.describe(f"{TRAJ}/{name}"))

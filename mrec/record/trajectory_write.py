@@ -1,0 +1,919 @@
+"""The streaming trajectory writer: buffering, automatic flush, commit protocol, reopen.
+
+Every frame is validated and change-detected in :meth:`TrajectoryWriter.append`
+before any state changes, so a refused frame leaves writer and store as they
+were.  Accepted frames become rows buffered in per-array appenders; a flush
+lands them in the chapter's order:
+
+1. each touched array: chunk bytes (positional writes into its shard), then
+   its ``zarr.json`` replaced atomically; touched block / box groups likewise;
+2. if durable: fsync of the data files, their ``zarr.json`` files and their
+   directories;
+3. ``trajectory/zarr.json`` last, carrying ``nstep`` and the progressions;
+4. if durable: fsync of that file and of ``trajectory/``.
+"""
+from __future__ import annotations
+
+import math
+import os
+import posixpath
+import struct
+
+import numpy as np
+
+from ..errors import RefusalError, StoreError
+from ..zarr.array import Array, ShardedAppender, meta_key, read_node, write_group
+from ..zarr.dtypes import DATA_TYPES
+from ..zarr.metadata import ArrayMetadata, GroupMetadata, json_dumps
+from ..zarr.store import DirectoryStore
+from . import extents as X
+from . import typed_json
+from .dtypes import numpy_dtype, row_bytes, zarr_data_type
+from .model import Box, Frame
+from .precision import round_to_precision
+from .schema import ABSENT, SequenceSchema
+from .trajectory_read import LOCK_NAME, TRAJ, load_layout, refuse, tag_layout, TrajectoryReader
+
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+
+
+def _bits_equal(a: float, b: float) -> bool:
+    return struct.pack("<d", a) == struct.pack("<d", b)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bitwise equality (NaN equals NaN, -0.0 differs from +0.0)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype == object:
+        return list(a.ravel()) == list(b.ravel())
+    return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# -- one appendable array ----------------------------------------------------------
+
+class _Writer:
+    """An array under trajectory/ with its appender; knows whether it must be published."""
+
+    def __init__(self, array: Array, rows: int, *, new: bool):
+        self.array = array
+        self.appender = ShardedAppender(array, rows)
+        self.new = new          # zarr.json not yet on disk
+        self.meta_dirty = new
+
+    @property
+    def path(self) -> str:
+        return self.array.path
+
+    @property
+    def rows(self) -> int:
+        return self.appender.total_rows
+
+    def append(self, rows) -> None:
+        self.appender.append(rows)
+
+    @property
+    def dirty(self) -> bool:
+        return self.meta_dirty or self.appender.pending_rows > 0
+
+    def land(self) -> list[str]:
+        keys = self.appender.land()
+        if keys:
+            self.meta_dirty = True
+        return keys
+
+    def publish(self) -> str | None:
+        if not self.meta_dirty:
+            return None
+        self.array.write_metadata()
+        self.new = self.meta_dirty = False
+        return meta_key(self.path)
+
+
+def _array_meta(dtype: str, trailing, extent: X.Extent, bb: list, attributes=None) -> ArrayMetadata:
+    trailing = tuple(int(t) for t in trailing)
+    chunk_trailing = tuple(max(1, t) for t in trailing)
+    codecs = X.sharded((extent.inner_rows, *chunk_trailing), X.inner_pipeline(dtype, bb), "start")
+    return ArrayMetadata.create((0, *trailing), DATA_TYPES[zarr_data_type(dtype)],
+                                (extent.shard_rows, *chunk_trailing), codecs, attributes=attributes)
+
+
+def _dense_meta(dtype: str, trailing=(), attributes=None) -> ArrayMetadata:
+    return _array_meta(dtype, trailing, X.DENSE_EXTENT, X.bytes_to_bytes(dtype, precision=False, dense=True,
+                                                                          compression=X.Compression()), attributes)
+
+
+# -- per-section state ----------------------------------------------------------------
+
+class _Series:
+    """step or time: an arithmetic progression attribute until the first break, then an array."""
+
+    def __init__(self, integer: bool):
+        self.integer = integer
+        self.n = 0
+        self.start = None
+        self.stride = None
+        self.last = None
+        self.array: _Writer | None = None
+
+    def value_at(self, i: int):
+        if self.integer:
+            return self.start + i * (self.stride or 0)
+        return self.start + float(i) * (self.stride if self.stride is not None else 0.0)
+
+    def fits(self, v) -> bool:
+        """Would v keep the progression (exact comparison as specified)?"""
+        if self.array is not None:
+            return False
+        if self.n == 0:
+            return self.integer or math.isfinite(v)
+        if self.n == 1:
+            stride = v - self.start
+            if not self.integer and not math.isfinite(stride):
+                return False
+            if self.integer:
+                return True
+            return _bits_equal(self.start + 1.0 * stride, v)
+        expected = self.value_at(self.n)
+        return expected == v if self.integer else _bits_equal(expected, v)
+
+    def history(self) -> np.ndarray:
+        dtype = np.int64 if self.integer else np.float64
+        if self.integer:
+            return self.start + (self.stride or 0) * np.arange(self.n, dtype=np.int64)
+        out = np.empty(self.n, dtype=np.float64)
+        for i in range(self.n):
+            out[i] = self.value_at(i)
+        return out.astype(dtype)
+
+    def attribute(self):
+        if self.array is not None or self.n == 0:
+            return None
+        if self.n == 1:
+            return {"start": self.start}
+        return {"start": self.start, "stride": self.stride}
+
+
+class _BlockState:
+    def __init__(self, name: str, decl):
+        self.name = name
+        self.decl = decl
+        self.path = f"{TRAJ}/{name}"
+        self.cols: dict[str, _Writer] = {}
+        self.masks: dict[str, _Writer] = {}
+        self.si: _Writer | None = None
+        self.off: _Writer | None = None
+        self.regular = False
+        self.uniform: int | None = None
+        self.n_updates = 0
+        self.total_rows = 0
+        self.last: tuple[int, dict, dict] | None = None     # rows, values, masks of the latest update
+        self.attrs: dict = {}
+        self.group_dirty = False
+        self.target_max: dict[str, int] = {}                # max non-null value of referencing columns
+
+    @property
+    def resolved_rows(self) -> int | None:
+        return None if self.last is None else self.last[0]
+
+    def differs(self, rows: int, values: dict, masks: dict) -> bool:
+        if self.last is None:
+            return True
+        lrows, lvalues, lmasks = self.last
+        if rows != lrows:
+            return True
+        for c, v in values.items():
+            if not _same(v, lvalues[c]):
+                return True
+        for c, m in masks.items():
+            if not _same(m, lmasks[c]):
+                return True
+        return False
+
+    def writers(self):
+        yield from self.cols.values()
+        yield from self.masks.values()
+        if self.si is not None:
+            yield self.si
+            yield self.off
+
+
+class _BoxState:
+    def __init__(self):
+        self.mode: str | None = None      # None | "attrs" | "arrays"
+        self.defined: bool | None = None
+        self.last: Box | None = None
+        self.n_updates = 0
+        self.si: _Writer | None = None
+        self.vectors: _Writer | None = None
+        self.origin: _Writer | None = None
+        self.boundary: _Writer | None = None
+        self.attrs: dict = {}
+        self.group_exists = False
+        self.group_dirty = False
+        self.history: list[Box] = []      # updates, kept only while needed for backfill of origin/boundary
+
+    def writers(self):
+        for w in (self.si, self.vectors, self.origin, self.boundary):
+            if w is not None:
+                yield w
+
+
+def _box_equal(a: Box, b: Box) -> bool:
+    return (_same(np.asarray(a.vectors, np.float64), np.asarray(b.vectors, np.float64))
+            and _same(np.asarray(a.origin, np.float64), np.asarray(b.origin, np.float64))
+            and _same(np.asarray(a.boundary, bool), np.asarray(b.boundary, bool)))
+
+
+def _box_attrs(b: Box) -> dict | None:
+    v = np.asarray(b.vectors, np.float64)
+    o = np.asarray(b.origin, np.float64)
+    if not (np.isfinite(v).all() and np.isfinite(o).all()):
+        return None
+    attrs = {"vectors": v.tolist()}
+    if np.any(o != 0) or np.any(np.signbit(o)):
+        attrs["origin"] = o.tolist()
+    bd = np.asarray(b.boundary, bool)
+    if not bd.all():
+        attrs["boundary"] = [bool(x) for x in bd]
+    return attrs
+
+
+# -- the writer -------------------------------------------------------------------------
+
+class TrajectoryWriter:
+    """Streams frames into ``trajectory/`` of a ``*.mrec`` directory store.
+
+    Use :meth:`create` for a new trajectory and :meth:`open` to reopen one and
+    append.  ``append`` buffers; every ``flush_every`` frames an automatic
+    (not fsynced) flush lands the buffer; :meth:`flush` and :meth:`close` are
+    durable when ``durable`` is true.
+    """
+
+    def __init__(self, store: DirectoryStore, schema: SequenceSchema, *, durable: bool, compression: X.Compression):
+        self.store = store
+        self.schema = schema
+        self.durable = durable
+        self.compression = compression
+        self.nframes = 0
+        self.committed = 0
+        self.closed = False
+        self.blocks: dict[str, _BlockState] = {}
+        self.box = _BoxState()
+        self.meta: dict[str, _Writer] = {}
+        self.step = _Series(True)
+        self.time = _Series(False)
+        self.has_time: bool | None = None
+        self.traj_attrs: dict = {}
+        self.flush_every = 1
+        self._locked = False
+
+    # -- construction ---------------------------------------------------------------
+    @classmethod
+    def create(cls, path, schema, *, flush_every: int | None = None, compression=None, durable: bool = True,
+               meta: dict | None = None, fs=None) -> "TrajectoryWriter":
+        path = os.fspath(path)
+        if isinstance(schema, (Frame, dict)) and not isinstance(schema, SequenceSchema):
+            schema = SequenceSchema.from_frame(Frame.from_any(schema))
+        if not isinstance(schema, SequenceSchema):
+            raise RefusalError(f"schema {schema!r} is not a SequenceSchema", kind="declaration_mismatch")
+        store = DirectoryStore(path, fs=fs)
+        root = read_node(store, "")
+        if root is not None and not isinstance(root, GroupMetadata):
+            raise RefusalError("the record root is an array, not a group", path=path, kind="not_a_record")
+        if read_node(store, TRAJ) is not None:
+            raise RefusalError("the record already has a trajectory: use TrajectoryWriter.open to append",
+                               path=store.describe(TRAJ), kind="exists")
+        w = cls(store, schema, durable=durable, compression=X.Compression.parse(compression))
+        w._check_lock()
+        written: list[str] = []
+        if root is None:
+            store.makedirs("")
+            write_group(store, "")                                  # the root first,
+            written.append("zarr.json")
+        if read_node(store, "meta") is None:
+            write_group(store, "meta", meta or {})                  # then meta/
+            written.append("meta/zarr.json")
+        w._acquire_lock()
+        w._create_layout(written)
+        w.flush_every = flush_every if flush_every is not None else w._auto_k()
+        w._check_flush_every()
+        w.traj_attrs = {"sequence_schema": schema.to_json(), "nstep": 0}
+        store.set(meta_key(TRAJ), json_dumps(GroupMetadata(w.traj_attrs).to_json()))
+        written.append(meta_key(TRAJ))
+        if durable:
+            w._sync(written, [])
+        return w
+
+    @classmethod
+    def open(cls, path, *, flush_every: int | None = None, durable: bool = True, fs=None,
+             compression=None) -> "TrajectoryWriter":
+        path = os.fspath(path)
+        if not os.path.isdir(path):
+            raise StoreError("a trajectory is appended to in its *.mrec directory (unpack a *.mrec.zip first)", path=path)
+        store = DirectoryStore(path, fs=fs)
+        layout = load_layout(store)
+        w = cls(store, layout.schema, durable=durable, compression=X.Compression.parse(compression))
+        w._check_lock()
+        w._acquire_lock()
+        w._restore(layout)
+        w.flush_every = flush_every if flush_every is not None else w._auto_k()
+        w._check_flush_every()
+        return w
+
+    def _check_flush_every(self):
+        k = self.flush_every
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise RefusalError(f"flush_every {k!r} is not a positive integer", kind="bad_flush_every")
+
+    # -- the lock ---------------------------------------------------------------------
+    def _check_lock(self):
+        raw = self.store.get(LOCK_NAME)
+        if raw is None:
+            return
+        try:
+            pid = int(raw.decode().split()[0])
+        except (ValueError, IndexError, UnicodeDecodeError):
+            return
+        if pid != os.getpid() and _pid_alive(pid):
+            raise RefusalError(f"another writer (pid {pid}) has this store open: a store has one writer at a time",
+                               path=self.store.describe(LOCK_NAME), kind="live_writer")
+
+    def _acquire_lock(self):
+        self.store.set(LOCK_NAME, f"{os.getpid()}\n".encode())
+        self._locked = True
+
+    def _release_lock(self):
+        if self._locked:
+            self.store.delete(LOCK_NAME)
+            self._locked = False
+
+    # -- layout at creation -------------------------------------------------------------
+    def _block_extent(self, decl) -> tuple[int, dict[str, int]]:
+        rbs = {c: row_bytes(cd.dtype, cd.trailing) for c, cd in decl.columns.items()}
+        narrow = min(rbs.values()) if rbs else 1
+        return X.rows_per_chunk(decl.frame_rows, narrow), rbs
+
+    def _column_meta(self, decl, col: str, rpc: int, rb: int) -> ArrayMetadata:
+        cd = decl.columns[col]
+        bb = X.bytes_to_bytes(cd.dtype, precision=cd.precision is not None, dense=False, compression=self.compression)
+        return _array_meta(cd.dtype, cd.trailing, X.column_extent(rpc, rb), bb)
+
+    def _mask_meta(self, rpc: int) -> ArrayMetadata:
+        return _array_meta("bool", (), X.column_extent(rpc, 1), X.bytes_to_bytes("bool", precision=False, dense=False,
+                                                                                      compression=self.compression))
+
+    def _create_layout(self, written: list[str]) -> None:
+        st = self.store
+        for name, decl in self.schema.blocks.items():
+            bs = _BlockState(name, decl)
+            if decl.structural_shape is not None:
+                bs.attrs["structural_shape"] = list(decl.structural_shape)
+            write_group(st, bs.path, bs.attrs)
+            written.append(meta_key(bs.path))
+            rpc, rbs = self._block_extent(decl)
+            for col, cd in decl.columns.items():
+                arr = Array.create(st, f"{bs.path}/{col}", self._column_meta(decl, col, rpc, rbs[col]))
+                bs.cols[col] = _Writer(arr, 0, new=False)
+                written.append(meta_key(arr.path))
+                if cd.nullable:
+                    m = Array.create(st, f"{bs.path}/_validity/{col}", self._mask_meta(rpc))
+                    bs.masks[col] = _Writer(m, 0, new=False)
+                    written.append(meta_key(m.path))
+            self.blocks[name] = bs
+        if self.schema.meta:
+            write_group(st, f"{TRAJ}/meta")
+            written.append(meta_key(f"{TRAJ}/meta"))
+            for key, md in self.schema.meta.items():
+                dtype, trailing = tag_layout(md.tag)
+                arr = Array.create(st, f"{TRAJ}/meta/{key}", _dense_meta(dtype, trailing, {"meta_dtype": md.tag}))
+                self.meta[key] = _Writer(arr, 0, new=False)
+                written.append(meta_key(arr.path))
+
+    def _auto_k(self) -> int:
+        total, largest, fpc = 0, -1, 1
+        for decl in self.schema.blocks.values():
+            rpc, rbs = self._block_extent(decl)
+            rows = decl.frame_rows or 0
+            nbytes = rows * (sum(rbs.values()) + sum(1 for c in decl.columns.values() if c.nullable))
+            total += nbytes
+            if rows and nbytes > largest:
+                largest, fpc = nbytes, rpc // rows
+        return X.flush_every(total, fpc)
+
+    # -- reopen -----------------------------------------------------------------------------
+    def _open_writer(self, arr: Array | None, logical: int) -> _Writer | None:
+        if arr is None:
+            return None
+        if arr.shape[0] > logical:
+            arr.set_shape((logical, *arr.shape[1:]))           # the reopen rule: shrink to the logical shape
+        return _Writer(arr, logical, new=False)
+
+    def _restore(self, layout) -> None:
+        st = self.store
+        n = layout.nstep
+        self.nframes = self.committed = n
+        self.traj_attrs = dict(layout.attrs)
+        reader = TrajectoryReader(None, store=st)
+        # steps
+        if layout.step_prog is not None:
+            self.step.start, self.step.stride, self.step.n = layout.step_prog.start, layout.step_prog.stride, n
+        elif layout.step_array is not None:
+            self.step.n = n
+            self.step.array = self._open_writer(layout.step_array, n)
+        if n:
+            self.step.last = int(reader.steps[-1])
+        # times
+        if n:
+            self.has_time = layout.has_time
+        if layout.time_prog is not None:
+            self.time.start, self.time.stride, self.time.n = float(layout.time_prog.start), \
+                (float(layout.time_prog.stride) if layout.time_prog.stride is not None else None), n
+        elif layout.time_array is not None and n:
+            self.time.n = n
+            self.time.array = self._open_writer(layout.time_array, n)
+        # meta
+        for key, arr in layout.meta.items():
+            self.meta[key] = self._open_writer(arr, n)
+        for key, md in self.schema.meta.items():
+            if key not in self.meta:
+                dtype, trailing = tag_layout(md.tag)
+                arr = Array(st, f"{TRAJ}/meta/{key}", _dense_meta(dtype, trailing, {"meta_dtype": md.tag}))
+                if read_node(st, f"{TRAJ}/meta") is None:
+                    write_group(st, f"{TRAJ}/meta")
+                self.meta[key] = _Writer(arr, 0, new=True)
+        # box
+        bl = layout.box
+        b = self.box
+        if bl.group is not None:
+            b.group_exists = True
+            b.attrs = dict(bl.group.attributes)
+            b.defined = bl.defined if (bl.n_updates or "cell_defined" in b.attrs) else None
+        if bl.n_updates:
+            b.n_updates = bl.n_updates
+            b.last = reader.box_at(n - 1)
+            if bl.attr_cell is not None:
+                b.mode = "attrs"
+                b.history = [bl.attr_cell]
+            else:
+                b.mode = "arrays"
+                b.si = self._open_writer(read_arr(st, f"{TRAJ}/box/step_index"), bl.n_updates)
+                if b.si is None:    # the trivial step_index was omitted: write it when the cell next changes
+                    b.si = _Writer(Array(st, f"{TRAJ}/box/step_index", _dense_meta("u64")), 0, new=True)
+                    b.si.append(np.zeros(1, np.uint64))
+                b.vectors = self._open_writer(bl.vectors, bl.n_updates)
+                b.origin = self._open_writer(bl.origin, bl.n_updates)
+                b.boundary = self._open_writer(bl.boundary, bl.n_updates)
+                if "vectors" in b.attrs:
+                    for k in ("vectors", "origin", "boundary"):
+                        b.attrs.pop(k, None)
+                    b.group_dirty = True
+        # blocks
+        for name, decl in self.schema.blocks.items():
+            bl_ = layout.blocks[name]
+            bs = _BlockState(name, decl)
+            self.blocks[name] = bs
+            rpc, rbs = self._block_extent(decl)
+            if bl_.group is None:
+                if decl.structural_shape is not None:
+                    bs.attrs["structural_shape"] = list(decl.structural_shape)
+                bs.group_dirty = True
+            else:
+                bs.attrs = dict(bl_.group.attributes)
+            total = bl_.total_rows
+            for col, cd in decl.columns.items():
+                arr = bl_.columns.get(col)
+                bs.cols[col] = self._open_writer(arr, total) if arr is not None else \
+                    _Writer(Array(st, f"{bs.path}/{col}", self._column_meta(decl, col, rpc, rbs[col])), 0, new=True)
+                if cd.nullable:
+                    m = bl_.masks.get(col)
+                    bs.masks[col] = self._open_writer(m, total) if m is not None else \
+                        _Writer(Array(st, f"{bs.path}/_validity/{col}", self._mask_meta(rpc)), 0, new=True)
+                    if m is None and total:
+                        bs.masks[col].append(np.ones(total, dtype=bool))
+            bs.n_updates, bs.total_rows = bl_.n_updates, total
+            if bl_.regular:
+                bs.regular, bs.uniform = True, bl_.uniform_rows
+            elif bl_.step_index is not None:
+                bs.si = self._open_writer(read_arr(st, f"{bs.path}/step_index"), bl_.n_updates)
+                off_arr = read_arr(st, f"{bs.path}/offset")
+                bs.off = self._open_writer(off_arr, min(off_arr.shape[0], bl_.n_updates + 1))
+                if bs.off.rows == 0:
+                    bs.off.append(np.zeros(1, np.uint64))
+                if "uniform_rows" in bs.attrs or "dense_updates" in bs.attrs:
+                    bs.attrs.pop("uniform_rows", None)
+                    bs.attrs.pop("dense_updates", None)
+                    bs.group_dirty = True
+            if bl_.n_updates:
+                values, masks = reader._block_rows(bl_, bl_.n_updates - 1)
+                full_masks = {c: masks.get(c, np.ones(len(next(iter(values.values()))) if values else 0, bool))
+                              for c, cd in decl.columns.items() if cd.nullable}
+                lo, hi = bl_.rows_of(bl_.n_updates - 1)
+                bs.last = (hi - lo, values, full_masks)
+                bs.target_max = self._target_max(decl, values, full_masks)
+
+    # -- append -----------------------------------------------------------------------------
+    def _check_open(self):
+        if self.closed:
+            raise RefusalError("the writer is closed", path=self.store.root, kind="closed")
+
+    def _next_step(self, step) -> int:
+        last = self.step.last
+        if step is None:
+            step = 0 if last is None else last + 1
+        if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
+            raise RefusalError(f"step {step!r} is not an integer", kind="step_not_increasing")
+        step = int(step)
+        if not I64_MIN <= step <= I64_MAX:
+            raise RefusalError(f"step {step} is outside the i64 range", kind="step_not_increasing")
+        if last is not None and step <= last:
+            what = "repeats" if step == last else "decreases from"
+            raise RefusalError(f"step {step} {what} the previous step {last}: steps must strictly increase",
+                               kind="step_not_increasing")
+        return step
+
+    def _check_time(self, time):
+        if time is not None:
+            if isinstance(time, (bool, np.bool_)) or not isinstance(time, (int, float, np.integer, np.floating)):
+                raise RefusalError(f"time {time!r} is not a number", kind="partial_time")
+            time = float(time)
+        if self.has_time is None:
+            return time
+        if self.has_time and time is None:
+            raise RefusalError(f"frame {self.nframes} drops the time every earlier frame had (time is all-or-nothing)",
+                               kind="partial_time")
+        if not self.has_time and time is not None:
+            raise RefusalError(f"frame {self.nframes} gains a time no earlier frame had (time is all-or-nothing)",
+                               kind="partial_time")
+        return time
+
+    def _meta_values(self, f: Frame) -> dict:
+        out = {}
+        for key, md in self.schema.meta.items():
+            if key in f.meta:
+                v = f.meta[key]
+            elif md.fill is not ABSENT:
+                v = md.fill
+            else:
+                raise RefusalError(f"frame {self.nframes} omits meta key {key!r}, which has no fill",
+                                   kind="missing_meta_value")
+            v = typed_json.coerce_meta_value(md.tag, v, key)
+            if md.tag == "json":
+                v = typed_json.json_dumps(v)
+            out[key] = v
+        return out
+
+    @staticmethod
+    def _target_max(decl, values: dict, masks: dict) -> dict[str, int]:
+        out = {}
+        for col in (decl.targets or {}):
+            v = values.get(col)
+            if v is None or not len(v):
+                continue
+            m = masks.get(col)
+            vv = v[m] if m is not None else v
+            if len(vv):
+                out[col] = int(np.max(vv))
+        return out
+
+    def _plan_blocks(self, f: Frame) -> dict:
+        plans = {}
+        for name, decl in self.schema.blocks.items():
+            if name not in f.blocks:
+                continue
+            given = f.blocks[name]
+            values = {}
+            rows = None
+            for col, cd in decl.columns.items():
+                v = np.asarray(given[col]) if cd.dtype != "string" else np.asarray(given[col], dtype=object)
+                want = numpy_dtype(cd.dtype)
+                if v.dtype != want:
+                    v = v.astype(want)
+                if cd.precision is not None:
+                    v = round_to_precision(v, cd.precision)
+                values[col] = np.ascontiguousarray(v)
+                rows = len(v)
+            if rows is None:
+                rows = 0
+            masks = {}
+            for col, cd in decl.columns.items():
+                if cd.nullable:
+                    m = (f.masks.get(name) or {}).get(col)
+                    masks[col] = np.ones(rows, bool) if m is None else np.asarray(m, dtype=bool)
+            bs = self.blocks[name]
+            if bs.differs(rows, values, masks):
+                plans[name] = (rows, values, masks)
+        return plans
+
+    def _check_resolved(self, plans: dict, i: int) -> None:
+        """aligned_with and targets on the frame as it will resolve."""
+        def rows_of(name):
+            if name in plans:
+                return plans[name][0]
+            return self.blocks[name].resolved_rows
+
+        for name, decl in self.schema.blocks.items():
+            r = rows_of(name)
+            if decl.aligned_with and r is not None:
+                t = rows_of(decl.aligned_with)
+                if t is None:
+                    raise RefusalError(f"frame {i}: aligned block {name!r} is present while its target "
+                                       f"{decl.aligned_with!r} is absent", kind="aligned_count_mismatch")
+                if t != r:
+                    raise RefusalError(f"frame {i}: aligned block {name!r} has {r} rows, its target "
+                                       f"{decl.aligned_with!r} {t}: restate it when the target's count changes",
+                                       kind="aligned_count_mismatch")
+            if decl.targets and r:
+                maxes = self._target_max(decl, plans[name][1], plans[name][2]) if name in plans else self.blocks[name].target_max
+                for col, target in decl.targets.items():
+                    if target.startswith("/") or col not in maxes:
+                        continue
+                    t = rows_of(target) if target in self.schema.blocks else None
+                    if t is None:
+                        raise RefusalError(f"frame {i}: {name}/{col} references block {target!r}, absent in this frame",
+                                           kind="bad_reference")
+                    if maxes[col] >= t:
+                        raise RefusalError(f"frame {i}: {name}/{col} holds row {maxes[col]}, but {target!r} has {t} rows",
+                                           kind="bad_reference")
+
+    def _plan_box(self, f: Frame, i: int):
+        if f.box is None:
+            return None
+        box = f.box if isinstance(f.box, Box) else Box.from_any(f.box)
+        b = self.box
+        if b.defined is not None and b.defined != box.defined:
+            raise RefusalError(f"frame {i}: cell_defined changes from {b.defined} to {box.defined}; a trajectory "
+                               "holds one cell_defined flag for every update", kind="bad_box")
+        if b.last is not None and _box_equal(b.last, box):
+            return None
+        return box
+
+    def append(self, frame, step=None, time=None) -> None:
+        """Validate and buffer one frame (step defaults to last + 1, from 0)."""
+        self._check_open()
+        f = Frame.from_any(frame)
+        self.schema.check_frame(f)
+        i = self.nframes
+        step = self._next_step(step)
+        time = self._check_time(time)
+        meta_values = self._meta_values(f)
+        plans = self._plan_blocks(f)
+        self._check_resolved(plans, i)
+        box = self._plan_box(f, i)
+        # ---- nothing below refuses: apply -------------------------------------------
+        for name, (rows, values, masks) in plans.items():
+            self._add_update(self.blocks[name], i, rows, values, masks)
+        if box is not None:
+            self._add_box(box, i)
+        self._add_series(self.step, step, "step", "i64")
+        if self.has_time is None:
+            self.has_time = time is not None
+        if time is not None:
+            self._add_series(self.time, time, "time", "f64")
+        for key, v in meta_values.items():
+            dtype, trailing = tag_layout(self.schema.meta[key].tag)
+            row = np.empty((1, *trailing), dtype=numpy_dtype(dtype))
+            if dtype == "string":
+                row[0] = v
+            else:
+                row[0] = v
+            self.meta[key].append(row)
+        self.nframes += 1
+        if self.nframes - self.committed >= self.flush_every:
+            self._commit(durable=False)
+
+    def extend(self, frames) -> None:
+        for fr in frames:
+            self.append(fr)
+
+    # -- state changes --------------------------------------------------------------------------
+    def _new_dense(self, path: str, dtype: str, trailing=()) -> _Writer:
+        return _Writer(Array(self.store, path, _dense_meta(dtype, trailing)), 0, new=True)
+
+    def _add_series(self, s: _Series, v, name: str, dtype: str) -> None:
+        if s.array is None and not s.fits(v):
+            w = self._new_dense(f"{TRAJ}/{name}", dtype)
+            if s.n:
+                w.append(s.history())
+            s.array = w
+        if s.array is not None:
+            s.array.append(np.array([v], dtype=np.int64 if s.integer else np.float64))
+        elif s.n == 0:
+            s.start = v
+        elif s.n == 1:
+            s.stride = v - s.start
+        s.n += 1
+        s.last = v
+
+    def _add_update(self, bs: _BlockState, i: int, rows: int, values: dict, masks: dict) -> None:
+        j = bs.n_updates
+        if j == 0 and bs.si is None:
+            if i == 0 and rows > 0 and bs.decl.columns:
+                bs.regular, bs.uniform = True, rows
+                bs.attrs["uniform_rows"] = rows
+                bs.attrs["dense_updates"] = True
+                bs.group_dirty = True
+            else:
+                self._make_index(bs)
+                bs.off.append(np.zeros(1, np.uint64))
+                bs.si.append(np.array([i], np.uint64))
+                bs.off.append(np.array([rows], np.uint64))
+        elif bs.regular:
+            if rows != bs.uniform or i != j:
+                # the first irregular update: materialise both arrays with the regular history
+                self._make_index(bs)
+                bs.si.append(np.append(np.arange(j, dtype=np.uint64), np.uint64(i)))
+                bs.off.append(np.append(np.arange(j + 1, dtype=np.uint64) * np.uint64(bs.uniform),
+                                        np.uint64(j * bs.uniform + rows)))
+                bs.regular, bs.uniform = False, None
+                bs.attrs.pop("uniform_rows", None)
+                bs.attrs.pop("dense_updates", None)
+                bs.group_dirty = True
+        else:
+            bs.si.append(np.array([i], np.uint64))
+            bs.off.append(np.array([bs.total_rows + rows], np.uint64))
+        for col, v in values.items():
+            bs.cols[col].append(v)
+        for col, m in masks.items():
+            bs.masks[col].append(m)
+        bs.n_updates += 1
+        bs.total_rows += rows
+        bs.last = (rows, values, masks)
+        bs.target_max = self._target_max(bs.decl, values, masks)
+
+    def _make_index(self, bs: _BlockState) -> None:
+        bs.si = self._new_dense(f"{bs.path}/step_index", "u64")
+        bs.off = self._new_dense(f"{bs.path}/offset", "u64")
+
+    def _add_box(self, box: Box, i: int) -> None:
+        b = self.box
+        if b.defined is None:
+            b.defined = box.defined
+            if not box.defined:
+                b.attrs["cell_defined"] = False
+            b.group_dirty = True
+        if b.mode is None and i == 0 and _box_attrs(box) is not None:
+            b.mode = "attrs"
+            b.attrs.update(_box_attrs(box))
+            b.group_dirty = True
+            b.history = [box]
+        else:
+            if b.mode != "arrays":
+                prior = b.history if b.mode == "attrs" else []
+                b.si = self._new_dense(f"{TRAJ}/box/step_index", "u64")
+                b.vectors = self._new_dense(f"{TRAJ}/box/vectors", "f64", (3, 3))
+                if prior:
+                    b.si.append(np.zeros(1, np.uint64))
+                    b.vectors.append(np.asarray(prior[0].vectors, np.float64).reshape(1, 3, 3))
+                    if "origin" in b.attrs:
+                        b.origin = self._new_dense(f"{TRAJ}/box/origin", "f64", (3,))
+                        b.origin.append(np.asarray(prior[0].origin, np.float64).reshape(1, 3))
+                    if "boundary" in b.attrs:
+                        b.boundary = self._new_dense(f"{TRAJ}/box/boundary", "bool", (3,))
+                        b.boundary.append(np.asarray(prior[0].boundary, bool).reshape(1, 3))
+                for k in ("vectors", "origin", "boundary"):
+                    b.attrs.pop(k, None)
+                b.mode = "arrays"
+                b.group_dirty = True
+            n = b.n_updates
+            origin = np.asarray(box.origin, np.float64).reshape(1, 3)
+            boundary = np.asarray(box.boundary, bool).reshape(1, 3)
+            default_boundary = bool(b.defined)
+            if b.origin is None and (np.any(origin != 0) or np.any(np.signbit(origin))):
+                b.origin = self._new_dense(f"{TRAJ}/box/origin", "f64", (3,))
+                if n:
+                    b.origin.append(np.zeros((n, 3)))
+            if b.boundary is None and np.any(boundary != default_boundary):
+                b.boundary = self._new_dense(f"{TRAJ}/box/boundary", "bool", (3,))
+                if n:
+                    b.boundary.append(np.full((n, 3), default_boundary))
+            b.si.append(np.array([i], np.uint64))
+            b.vectors.append(np.asarray(box.vectors, np.float64).reshape(1, 3, 3))
+            if b.origin is not None:
+                b.origin.append(origin)
+            if b.boundary is not None:
+                b.boundary.append(boundary)
+            b.history = []
+        b.n_updates += 1
+        b.last = box
+
+    # -- commit ---------------------------------------------------------------------------------
+    def _all_writers(self):
+        for bs in self.blocks.values():
+            yield from bs.writers()
+        yield from self.box.writers()
+        yield from self.meta.values()
+        for s in (self.step, self.time):
+            if s.array is not None:
+                yield s.array
+
+    def _sync(self, data_keys: list[str], meta_keys: list[str]) -> None:
+        """fsync the files, then every directory that holds them (deepest first) up to trajectory/."""
+        st = self.store
+        dirs: list[str] = []
+        for k in data_keys + meta_keys:
+            st.fsync(k)
+            d = posixpath.dirname(k)
+            while d not in dirs:
+                dirs.append(d)
+                if not d.startswith(TRAJ + "/"):
+                    break
+                d = posixpath.dirname(d)
+        for d in sorted(dirs, key=lambda x: -x.count("/")):
+            st.fsync_dir(d)
+
+    def _commit(self, durable: bool) -> None:
+        st = self.store
+        data_keys: list[str] = []
+        meta_keys: list[str] = []
+        groups = []
+        for bs in self.blocks.values():
+            for w in bs.writers():
+                if w.dirty:
+                    data_keys += w.land()
+                    k = w.publish()
+                    if k:
+                        meta_keys.append(k)
+            if bs.group_dirty:
+                groups.append((bs.path, bs.attrs))
+                bs.group_dirty = False
+        touched_box = False
+        for w in self.box.writers():
+            if w.dirty:
+                touched_box = True
+                data_keys += w.land()
+                k = w.publish()
+                if k:
+                    meta_keys.append(k)
+        if self.box.group_dirty or (touched_box and not self.box.group_exists):
+            groups.append((f"{TRAJ}/box", self.box.attrs))
+            self.box.group_dirty = False
+            self.box.group_exists = True
+        rest = list(self.meta.values()) + [s.array for s in (self.step, self.time) if s.array is not None]
+        for w in rest:
+            if w.dirty:
+                data_keys += w.land()
+                k = w.publish()
+                if k:
+                    meta_keys.append(k)
+        for path, attrs in groups:
+            write_group(st, path, attrs)
+            meta_keys.append(meta_key(path))
+        if durable:
+            self._sync(data_keys, meta_keys)
+        attrs = dict(self.traj_attrs)
+        attrs["sequence_schema"] = self.schema.to_json() if "sequence_schema" not in attrs else attrs["sequence_schema"]
+        attrs["nstep"] = self.nframes
+        for key, s in (("step_progression", self.step), ("time_progression", self.time)):
+            a = s.attribute()
+            if a is None:
+                attrs.pop(key, None)
+            else:
+                attrs[key] = a
+        self.traj_attrs = attrs
+        st.set(meta_key(TRAJ), json_dumps(GroupMetadata(attrs).to_json()))
+        if durable:
+            st.fsync(meta_key(TRAJ))
+            st.fsync_dir(TRAJ)
+        self.committed = self.nframes
+
+    def flush(self) -> None:
+        """Land every buffered frame and commit; durable unless the writer was made with durable=False."""
+        self._check_open()
+        self._commit(durable=self.durable)
+
+    def close(self) -> None:
+        """The last durable flush; idempotent."""
+        if self.closed:
+            return
+        try:
+            self._commit(durable=self.durable)
+        finally:
+            self.closed = True
+            self._release_lock()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def path(self) -> str:
+        return self.store.root
+
+
+def read_arr(store, path) -> Array | None:
+    node = read_node(store, path)
+    return Array(store, path, node) if isinstance(node, ArrayMetadata) else None
+

@@ -521,3 +521,87 @@ def test_oracles_read_every_array_identically(tmp_path):
                 assert same(mine, t.read().result()), rel
                 checked["tensorstore"] += 1
     assert min(checked.values()) >= 5, checked
+
+
+# -- reader refusals (tampered stores) ------------------------------------------------------
+
+def _ragged_store(tmp_path):
+    p = tmp_path / "tamper.mrec"
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms")
+    s.declare_column("atoms", "x", "f64", nullable=True)
+    frames = [{"blocks": {"atoms": {"x": RNG.normal(size=n)}}} for n in (2, 3, 1)]
+    write(p, s, frames)
+    return p
+
+
+def _rewrite_array(p, path, values, dtype=None):
+    store = DirectoryStore(p)
+    arr = Array.open(store, path)
+    arr.write(np.asarray(values, dtype=dtype or arr.dtype))
+
+
+@pytest.mark.parametrize("tamper,kind", [
+    (lambda p: _rewrite_array(p, "trajectory/atoms/offset", [0, 2, 1, 6]), "non_monotonic_offset"),
+    (lambda p: _rewrite_array(p, "trajectory/atoms/offset", [1, 2, 5, 6]), "broken_index"),
+    (lambda p: _rewrite_array(p, "trajectory/atoms/step_index", [0, 2, 2]), "broken_index"),
+])
+def test_reader_refuses_broken_indexes(tmp_path, tamper, kind):
+    p = _ragged_store(tmp_path)
+    tamper(p)
+    with pytest.raises(mrec.RefusalError) as e:
+        mrec.TrajectoryReader(p)
+    assert e.value.kind == kind
+    assert "trajectory/atoms" in str(e.value)
+
+
+def test_reader_refuses_narrow_float_column_and_bad_mask(tmp_path):
+    p = _ragged_store(tmp_path)
+    zj = p / "trajectory/atoms/x/zarr.json"
+    doc = json.loads(zj.read_text())
+    doc["data_type"] = "float32"
+    zj.write_text(json.dumps(doc))
+    with pytest.raises(mrec.RefusalError) as e:
+        mrec.TrajectoryReader(p)
+    assert e.value.kind == "narrow_float" and "trajectory/atoms/x" in str(e.value)
+    p2 = _ragged_store(tmp_path / "b")
+    mj = p2 / "trajectory/atoms/_validity/x/zarr.json"
+    doc = json.loads(mj.read_text())
+    doc["data_type"] = "uint8"
+    doc["fill_value"] = 0
+    mj.write_text(json.dumps(doc))
+    with pytest.raises(mrec.RefusalError) as e:
+        mrec.TrajectoryReader(p2)
+    assert e.value.kind == "bad_validity"
+
+
+def test_reader_refuses_malformed_markers_and_nstep(tmp_path):
+    p = tmp_path / "m.mrec"
+    write(p, atoms_schema(), [atoms_frame() for _ in range(3)])
+    gj = p / "trajectory/atoms/zarr.json"
+    doc = json.loads(gj.read_text())
+    del doc["attributes"]["dense_updates"]
+    gj.write_text(json.dumps(doc))
+    with pytest.raises(mrec.RefusalError) as e:
+        mrec.TrajectoryReader(p)
+    assert e.value.kind == "broken_index"
+    p2 = tmp_path / "n.mrec"
+    write(p2, atoms_schema(), [atoms_frame() for _ in range(3)])
+    tj = p2 / "trajectory/zarr.json"
+    doc = json.loads(tj.read_text())
+    doc["attributes"]["nstep"] = True
+    tj.write_text(json.dumps(doc))
+    with pytest.raises(mrec.RefusalError) as e:
+        mrec.TrajectoryReader(p2)
+    assert e.value.kind == "broken_index"
+
+
+def test_reader_opens_zip_with_range_reads(tmp_path):
+    p = tmp_path / "z.mrec"
+    frames = [atoms_frame() for _ in range(5)]
+    write(p, atoms_schema(), frames)
+    z = mrec.pack(p)
+    r = mrec.TrajectoryReader(z)
+    assert len(r) == 5
+    for i, f in enumerate(frames):
+        assert same(r[i].blocks["atoms"]["z"], f["blocks"]["atoms"]["z"])

@@ -36,7 +36,8 @@ from .zarr.zipstore import ZipStore, parent_keys
 from .zarr.zipwrite import ZipWriter
 
 #: Written by a live trajectory writer into the record root; holds its pid.
-LOCK_NAME = ".mrec-writer.lock"
+from .record.lock import LOCK_NAME, parse_lock_pid, pid_alive  # noqa: F401  (re-exported)
+
 RECORD_SUFFIX = ".mrec"
 ARCHIVE_SUFFIX = ".zip"
 ROOT_METADATA = "zarr.json"
@@ -52,40 +53,6 @@ def entry_order(keys: list[str]) -> list[str]:
     others = [k for k in keys if posixpath.basename(k) != ROOT_METADATA]
     metadata.sort(key=lambda k: (k.count("/"), k))
     return metadata + sorted(others)
-
-
-def parse_lock_pid(text: bytes) -> int | None:
-    """The writer pid a lock file holds: a bare integer, or JSON with ``pid``; None if unreadable."""
-    try:
-        s = text.decode("utf-8").strip()
-    except UnicodeDecodeError:
-        return None
-    if s.isdigit():
-        pid = int(s)
-        return pid if pid > 0 else None
-    try:
-        doc = json.loads(s)
-    except ValueError:
-        doc = None
-    if isinstance(doc, dict) and type(doc.get("pid")) is int and doc["pid"] > 0:
-        return doc["pid"]
-    match = re.match(r"^\s*(\d+)\b", s)
-    if match and int(match.group(1)) > 0:
-        return int(match.group(1))
-    return None
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists (signal 0 probes without signalling)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OverflowError:
-        return False
-    return True
 
 
 def temp_sibling(path: str) -> str:

@@ -29,7 +29,7 @@ from .schema import SequenceSchema
 TRAJ = "trajectory"
 RESERVED_CHILDREN = ("step", "time", "meta", "box")
 RESERVED_BLOCK_CHILDREN = ("offset", "step_index", "_validity")
-LOCK_NAME = ".mrec-writer.lock"
+from .lock import LOCK_NAME  # noqa: E402,F401
 
 
 def tag_layout(tag: str) -> tuple[str, tuple[int, ...]]:

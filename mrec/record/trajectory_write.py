@@ -30,6 +30,7 @@ from . import extents as X
 from . import typed_json
 from .dtypes import numpy_dtype, row_bytes, zarr_data_type
 from .model import Box, Frame
+from .lock import parse_lock_pid, pid_alive
 from .precision import round_to_precision
 from .schema import ABSENT, SequenceSchema
 from .trajectory_read import LOCK_NAME, TRAJ, load_layout, refuse, tag_layout, TrajectoryReader
@@ -48,16 +49,6 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     if a.dtype == object:
         return list(a.ravel()) == list(b.ravel())
     return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # -- one appendable array ----------------------------------------------------------
@@ -341,11 +332,8 @@ class TrajectoryWriter:
         raw = self.store.get(LOCK_NAME)
         if raw is None:
             return
-        try:
-            pid = int(raw.decode().split()[0])
-        except (ValueError, IndexError, UnicodeDecodeError):
-            return
-        if pid != os.getpid() and _pid_alive(pid):
+        pid = parse_lock_pid(raw)
+        if pid is not None and pid != os.getpid() and pid_alive(pid):
             raise RefusalError(f"another writer (pid {pid}) has this store open: a store has one writer at a time",
                                path=self.store.describe(LOCK_NAME), kind="live_writer")
 

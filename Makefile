@@ -24,6 +24,7 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) tools/bench_core.py
+	$(PY) tools/bench_traj.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

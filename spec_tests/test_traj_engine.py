@@ -605,3 +605,30 @@ def test_reader_opens_zip_with_range_reads(tmp_path):
     assert len(r) == 5
     for i, f in enumerate(frames):
         assert same(r[i].blocks["atoms"]["z"], f["blocks"]["atoms"]["z"])
+
+
+def test_schema_from_frames_union_and_largest_rows(tmp_path):
+    f1 = {"blocks": {"atoms": {"x": np.zeros(3)}}}
+    f2 = {"blocks": {"atoms": {"x": np.zeros(5)}, "ions": {"q": np.zeros(2, np.int64)}},
+          "masks": {"atoms": {"x": np.array([True, False, True, True, True])}}}
+    s = mrec.SequenceSchema.from_frames([f1, f2])
+    assert s.blocks["atoms"].frame_rows == 5 and s.blocks["atoms"].columns["x"].nullable
+    assert set(s.blocks) == {"atoms", "ions"}
+    r = write(tmp_path / "d.mrec", s, [f1, f2])
+    assert "ions" not in r[0].blocks and r[1].masks["atoms"]["x"].tolist() == [True, False, True, True, True]
+    assert mrec.SequenceSchema.from_json(s.to_json()).to_json() == s.to_json()
+
+
+def test_targets_hold_on_resolved_frames(tmp_path):
+    s = mrec.SequenceSchema()
+    s.declare_block("beads", rows=2)
+    s.declare_column("beads", "x", "f64")
+    s.declare_block("members", targets={"ibead": "beads"})
+    s.declare_column("members", "ibead", "u64")
+    p = tmp_path / "t.mrec"
+    with mrec.TrajectoryWriter.create(p, s) as w:
+        w.append({"blocks": {"beads": {"x": np.zeros(2)}, "members": {"ibead": np.array([0, 1], np.uint64)}}})
+        with pytest.raises(mrec.RefusalError) as e:       # members carry forward, beads shrink below row 1
+            w.append({"blocks": {"beads": {"x": np.zeros(1)}}})
+        assert e.value.kind == "bad_reference"
+    assert len(mrec.TrajectoryReader(p)) == 1

@@ -299,8 +299,8 @@ def _from_sequence(values: Sequence[Any], canonical: str | None, where: str | No
     return arr
 
 
-def as_column_array(values: Any, *, column: str | None = None, where: str | None = None,
-                    what: str = "column") -> tuple[np.ndarray, str]:
+def as_column_array(values: Any, *, column: str | None = None, hint: str | None = None,
+                    where: str | None = None, what: str = "column") -> tuple[np.ndarray, str]:
     """``values`` as a canonical in-memory column plus its mrec dtype.
 
     * A numpy array keeps its dtype (converted to little-endian if needed;
@@ -311,13 +311,15 @@ def as_column_array(values: Any, *, column: str | None = None, where: str | None
       ``i64``), float -> ``f64``, complex -> ``c128``.  When ``column`` is a
       canonical name (§7.1) Python ints take the canonical dtype if every
       value fits it exactly -- a list has no width of its own, so this is not
-      a widening.
+      a widening.  ``hint`` (an mrec dtype, e.g. the declared one) plays the
+      same role for any column and takes precedence over the canonical name.
     * 0-d input is refused (a column has a leading axis).
     """
     if isinstance(values, np.ndarray):
         a = values
     elif isinstance(values, (list, tuple)):
-        a = _from_sequence(values, CANONICAL_DTYPES.get(column) if column else None, where, what)
+        target = hint if hint is not None else (CANONICAL_DTYPES.get(column) if column else None)
+        a = _from_sequence(values, target, where, what)
     else:
         raise _refuse(f"{what}: expected an array or a list of rows, found {type(values).__name__}",
                       "row_count_mismatch", where)

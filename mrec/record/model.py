@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from dataclasses import InitVar, dataclass, field, fields
+from typing import Any, Mapping, cast
 
 import numpy as np
 
@@ -264,6 +264,12 @@ class Frame:
       producer attributes (plain JSON, preserved).  A ``count`` entry is
       checked against the rows and moved to ``counts``.
 
+    ``dtype_hints`` (init-only, block -> column -> mrec dtype) gives untyped
+    Python lists of ints the dtype they should take when every value fits it
+    exactly (e.g. the declared dtypes of a ``sequence_schema``); columns named
+    in ``targets`` are hinted ``u64`` and canonical names their canonical
+    dtype.  numpy arrays are never converted.
+
     Refusals: a block named ``box`` (``reserved_block_name``), a column named
     ``_validity`` (``reserved_column_name``), invalid node names (same kinds),
     unequal leading lengths (``row_count_mismatch``), a mask not bool, not of
@@ -283,11 +289,18 @@ class Frame:
     counts: dict[str, int] = field(default_factory=dict)
     precision: dict[str, dict[str, float]] = field(default_factory=dict)
     block_attrs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    dtype_hints: InitVar[Mapping[str, Mapping[str, str]] | None] = None
 
     # -- construction -------------------------------------------------------
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, dtype_hints: Mapping[str, Mapping[str, str]] | None) -> None:
         raw_blocks = _mapping(self.blocks, "blocks", "row_count_mismatch")
+        raw_attrs = _mapping(self.block_attrs, "block_attrs", "declaration_mismatch")
+        hints: dict[str, dict[str, str]] = {b: dict(h) for b, h in (dtype_hints or {}).items()}
+        for b, attrs in raw_attrs.items():  # a row reference is u64
+            if isinstance(attrs, Mapping) and isinstance(attrs.get("targets"), Mapping):
+                for c in attrs["targets"]:
+                    hints.setdefault(b, {}).setdefault(c, "u64")
         blocks: dict[str, dict[str, np.ndarray]] = {}
         for b, columns in raw_blocks.items():
             check_node_name(b, "block", "reserved_block_name")
@@ -302,7 +315,7 @@ class Frame:
                 if c in FRAME_RESERVED_COLUMNS:
                     raise RefusalError(f"{what}: the name is reserved for the validity masks",
                                        kind="reserved_column_name")
-                arr, dtype = as_column_array(values, column=c, what=what)
+                arr, dtype = as_column_array(values, column=c, hint=hints.get(b, {}).get(c), what=what)
                 check_canonical(b, c, dtype, arr.shape[1:])
                 out[c] = arr
             blocks[b] = out
@@ -310,7 +323,6 @@ class Frame:
 
         # row counts
         raw_counts = dict(_mapping(self.counts, "counts", "row_count_mismatch"))
-        raw_attrs = _mapping(self.block_attrs, "block_attrs", "declaration_mismatch")
         for b, attrs in raw_attrs.items():
             if isinstance(attrs, Mapping) and "count" in attrs:
                 if b in raw_counts and raw_counts[b] != attrs["count"]:
@@ -431,20 +443,21 @@ class Frame:
             self.box = Box.from_any(self.box)
 
     @classmethod
-    def from_any(cls, obj: Any) -> "Frame":
+    def from_any(cls, obj: Any, dtype_hints: Mapping[str, Mapping[str, str]] | None = None) -> "Frame":
         """A Frame from a Frame (returned as is), a mapping of Frame fields, or a mapping of blocks.
 
         A mapping is read as Frame fields when it has a ``blocks`` key and
         every key is a field name (``blocks box meta masks meta_types counts
         precision block_attrs``); otherwise it is the blocks themselves.
-        ``None`` values of fields mean "empty".
+        ``None`` values of fields mean "empty".  ``dtype_hints`` as in the
+        class docstring (unused for a Frame).
         """
         if isinstance(obj, Frame):
             return obj
         if isinstance(obj, Mapping):
             if "blocks" in obj and set(obj) <= set(_FRAME_FIELDS):
-                return cls(**{k: v for k, v in obj.items() if v is not None})
-            return cls(blocks=obj)
+                return cls(**{k: v for k, v in obj.items() if v is not None}, dtype_hints=dtype_hints)
+            return cls(blocks=cast("dict[str, dict[str, np.ndarray]]", obj), dtype_hints=dtype_hints)
         raise TypeError(f"cannot make a Frame from {type(obj).__name__}")
 
     # -- queries ----------------------------------------------------------------

@@ -84,7 +84,8 @@ def round_to_precision(values: Any, p: Any, what: str = "column") -> np.ndarray:
         return a
     r = np.divide(a, q, out=np.empty(a.shape, dtype=np.float64))
     np.rint(r, out=r)  # ties to even, sign of zero preserved
-    np.multiply(r, q, out=r)
+    with np.errstate(over="ignore"):  # the literal binary64 product (module docstring)
+        np.multiply(r, q, out=r)
     np.copyto(r, a, where=keep)
     if r.dtype.byteorder == a.dtype.byteorder and np.array_equal(r.view(np.uint64), a.view(np.uint64)):
         return a

@@ -292,7 +292,8 @@ class SequenceSchema:
                           f"({', '.join(sorted(TRAJECTORY_RESERVED_BLOCKS))})", "reserved_block_name", path)
         if name in self.blocks:
             raise _refuse(f"block {name!r} is already declared", "declaration_mismatch", path)
-        decl = BlockDecl(frame_rows=rows, structural_shape=structural_shape, targets=targets,
+        decl = BlockDecl(frame_rows=rows, structural_shape=structural_shape,
+                         targets=targets,  # type: ignore[arg-type]  # checked by _checked_block
                          aligned_with=aligned_with, extra=dict(extra or {}))
         decl = self._checked_block(name, decl)
         self.blocks[name] = decl
@@ -421,12 +422,12 @@ class SequenceSchema:
             decl.frame_rows, decl.structural_shape = checked.frame_rows, checked.structural_shape
             decl.targets, decl.aligned_with, decl.extra = checked.targets, checked.aligned_with, checked.extra
             for column, col in decl.columns.items():
-                c = checked.columns[column]
+                cc = checked.columns[column]
                 col.dtype, col.trailing, col.nullable, col.precision, col.extra = \
-                    c.dtype, c.trailing, c.nullable, c.precision, c.extra
+                    cc.dtype, cc.trailing, cc.nullable, cc.precision, cc.extra
         for key, m in self.meta.items():
-            c = probe.meta[key]
-            m.tag, m.fill, m.extra = c.tag, c.fill, c.extra
+            mc = probe.meta[key]
+            m.tag, m.fill, m.extra = mc.tag, mc.fill, mc.extra
         self.extra = extra
 
     # -- JSON ---------------------------------------------------------------------
@@ -558,8 +559,18 @@ class SequenceSchema:
 
     # -- frames -------------------------------------------------------------------
 
+    def dtype_hints(self) -> dict[str, dict[str, str]]:
+        """block -> column -> declared dtype, for :meth:`Frame.from_any` (``dtype_hints``)."""
+        return {b: {c: col.dtype for c, col in d.columns.items()} for b, d in self.blocks.items()}
+
+    def frame(self, obj: Any) -> Frame:
+        """``obj`` as a Frame whose untyped integer lists take the declared dtypes (when exact)."""
+        return Frame.from_any(obj, dtype_hints=self.dtype_hints())
+
     def check_frame(self, frame: Any, path: str | None = None) -> None:
         """Refuse a frame that breaks the declaration; returns nothing.
+
+        A non-Frame ``frame`` is converted by :meth:`frame` (declared dtypes as hints).
 
         * a block or column outside the declaration: ``undeclared_block`` /
           ``undeclared_column``;
@@ -581,7 +592,7 @@ class SequenceSchema:
           the declared tag: ``meta_tag_mismatch``.
         """
         path = path if path is not None else self.path
-        frame = Frame.from_any(frame)
+        frame = self.frame(frame)
         for b, columns in frame.blocks.items():
             if b not in self.blocks:
                 raise _refuse(f"block {b!r} is not declared in the sequence_schema", "undeclared_block", path)
@@ -646,7 +657,7 @@ class SequenceSchema:
         """Every declared meta key's native value for ``frame``: its value coerced to the declared tag,
         or the fill when omitted.  Refusals as in :meth:`check_frame` (meta part)."""
         path = path if path is not None else self.path
-        frame = Frame.from_any(frame)
+        frame = self.frame(frame)
         for key in frame.meta:
             if key not in self.meta:
                 raise _refuse(f"meta key {key!r} is not declared in the sequence_schema", "undeclared_meta_key",

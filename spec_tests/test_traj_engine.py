@@ -632,3 +632,13 @@ def test_targets_hold_on_resolved_frames(tmp_path):
             w.append({"blocks": {"beads": {"x": np.zeros(1)}}})
         assert e.value.kind == "bad_reference"
     assert len(mrec.TrajectoryReader(p)) == 1
+
+
+def test_plain_int_lists_take_declared_dtypes(tmp_path):
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=2)
+    s.declare_column("atoms", "flags", "u32")
+    p = tmp_path / "h.mrec"
+    r = write(p, s, [{"blocks": {"atoms": {"flags": [1, 2]}}}])
+    got = r[0].blocks["atoms"]["flags"]
+    assert got.dtype == np.uint32 and got.tolist() == [1, 2]

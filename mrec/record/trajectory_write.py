@@ -649,7 +649,7 @@ class TrajectoryWriter:
     def append(self, frame, step=None, time=None) -> None:
         """Validate and buffer one frame (step defaults to last + 1, from 0)."""
         self._check_open()
-        f = Frame.from_any(frame)
+        f = frame if isinstance(frame, Frame) else self.schema.frame(frame)   # int lists take declared dtypes
         self.schema.check_frame(f)
         i = self.nframes
         step = self._next_step(step)

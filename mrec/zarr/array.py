@@ -127,7 +127,7 @@ class Array:
             raw = self.store.get(key)
             if raw is None:
                 return np.full((), m.fill_value, dtype=m.data_type.numpy)
-            return self.meta.codecs.decode(raw, self.chunk_spec(key))
+            return np.array(self.meta.codecs.decode(raw, self.chunk_spec(key)), dtype=m.data_type.numpy)
         n = m.shape[0]
         rows = slice(None) if rows is None else rows
         start, stop, step = rows.indices(n)
@@ -327,6 +327,8 @@ class ShardedAppender:
         self.grid = sh.grid(m.chunk_shape, array.name)
         self.index_size = sh.index_size(self.grid)
         self.rows = m.shape[0] if rows is None else int(rows)
+        if not 0 <= self.rows <= m.shape[0]:
+            raise MetadataError(f"cannot append after row {self.rows}: the array holds {m.shape[0]} rows", path=array.name)
         self.pending: list[np.ndarray] = []
         self.pending_rows = 0
         self.indexes: dict[int, ShardIndex] = {}

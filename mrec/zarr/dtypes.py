@@ -59,7 +59,10 @@ def parse_data_type(value, where: str) -> DataType:
             f"data_type {value!r} is not one of the format's types "
             f"({', '.join(sorted(DATA_TYPES))}); the format never widens", path=where, kind=kind)
     name = value.get("name") if isinstance(value, dict) else value
-    raise UnsupportedError(f"data_type {name!r} is not supported", path=where, kind="unknown_dtype")
+    kind = "unknown_dtype"
+    if isinstance(name, str):
+        kind = _REFUSED.get(name, "narrow_float" if name.startswith("float") else "unknown_dtype")
+    raise UnsupportedError(f"data_type {name!r} is not supported", path=where, kind=kind)
 
 
 def data_type_of(dtype: np.dtype) -> DataType:
@@ -79,6 +82,14 @@ def data_type_of(dtype: np.dtype) -> DataType:
 _SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
+def _hex_bytes(v: str, where: str) -> bytes:
+    """The big-endian bytes of a ``"0x..."`` fill value (IEEE 754 bits)."""
+    try:
+        return bytes.fromhex(v[2:])
+    except ValueError:
+        raise MetadataError(f"fill_value {v!r} is not a hex-encoded float", path=where) from None
+
+
 def _float_from_json(v, where: str, nbytes: int) -> float:
     if isinstance(v, bool):
         raise MetadataError(f"fill_value {v!r} is not a number", path=where)
@@ -88,7 +99,7 @@ def _float_from_json(v, where: str, nbytes: int) -> float:
         if v in _SPECIAL:
             return _SPECIAL[v]
         if v.startswith("0x"):
-            raw = bytes.fromhex(v[2:])
+            raw = _hex_bytes(v, where)
             if len(raw) == 8:
                 return struct.unpack(">d", raw)[0]
             if len(raw) == 4:
@@ -115,7 +126,10 @@ def parse_fill_value(value, dt: DataType, where: str):
         return dt.numpy.type(int(value))
     if name == "float64":
         if isinstance(value, str) and value.startswith("0x"):
-            return np.frombuffer(bytes.fromhex(value[2:]), ">f8")[0].astype("f8")
+            raw = _hex_bytes(value, where)
+            if len(raw) != 8:
+                raise MetadataError(f"fill_value {value!r} is not 8 hex-encoded bytes for float64", path=where)
+            return np.frombuffer(raw, ">f8")[0].astype("f8")
         return np.float64(_float_from_json(value, where, 8))
     if name in ("complex64", "complex128"):
         if not (isinstance(value, list) and len(value) == 2):
@@ -130,12 +144,16 @@ def parse_fill_value(value, dt: DataType, where: str):
     raise MetadataError(f"no fill value rule for {name}", path=where)
 
 
-def _float_to_json(x: float):
+def _float_to_json(x, nbytes: int = 8):
+    """A float fill value (or complex component) as JSON: a number, "NaN",
+    "Infinity", "-Infinity", or — for a NaN other than the canonical quiet
+    NaN — its IEEE 754 bits as ``"0x"`` + big-endian hex of ``nbytes`` bytes."""
+    code = ">f4" if nbytes == 4 else ">f8"
+    bits = np.asarray(x, dtype=code).tobytes()
     x = float(x)
     if math.isnan(x):
-        bits = struct.pack(">d", x)
-        canonical = struct.pack(">d", math.nan)
-        return "NaN" if bits[:2] == canonical[:2] and bits[2:] == canonical[2:] else "0x" + bits.hex()
+        canonical = np.asarray(np.nan, dtype=code).tobytes()
+        return "NaN" if bits == canonical else "0x" + bits.hex()
     if math.isinf(x):
         return "Infinity" if x > 0 else "-Infinity"
     return x
@@ -150,8 +168,9 @@ def fill_value_to_json(value, dt: DataType):
     if name == "float64":
         return _float_to_json(value)
     if name in ("complex64", "complex128"):
-        c = complex(value)
-        return [_float_to_json(c.real), _float_to_json(c.imag)]
+        half = 4 if name == "complex64" else 8
+        v = dt.numpy.type(value)
+        return [_float_to_json(v.real, half), _float_to_json(v.imag, half)]
     if name == "string":
         return str(value)
     raise MetadataError(f"no fill value rule for {name}")

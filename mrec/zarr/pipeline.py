@@ -127,5 +127,14 @@ class CodecPipeline:
 
     @property
     def sharding(self):
+        """The sharding codec when shards can be read by byte ranges, else None.
+
+        Only a pipeline that *is* ``sharding_indexed`` (no array→array codec
+        before it, no bytes→bytes codec after it) stores the index and inner
+        chunks verbatim in the shard file; any other pipeline holding a
+        sharding codec is decoded shard by shard through :meth:`decode`.
+        """
         from .codecs.sharding import ShardingCodec
-        return self.array_bytes if (not self.array_array and isinstance(self.array_bytes, ShardingCodec)) else None
+        if self.array_array or self.bytes_bytes or not isinstance(self.array_bytes, ShardingCodec):
+            return None
+        return self.array_bytes

@@ -36,6 +36,8 @@ class ZstdCodec(BytesBytesCodec):
         return self._compressor().compress(data)
 
     def decode(self, data, spec):
+        if not len(data):
+            raise CorruptionError("zstd chunk is empty (no frame)", path=spec.where)
         try:
             dctx = zstandard.ZstdDecompressor()
             out = bytearray()

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .errors import CorruptionError, RefusalError, ZipFormatError
-from .fs import DEFAULT_FS, FileSystem
+from .fs import DEFAULT_FS, FileSystem, remove_tree
 from .fs.posix import TEMP_MARK
 from .zarr.zipstore import ZipStore, parent_keys
 from .zarr.zipwrite import ZipWriter
@@ -81,17 +81,6 @@ def walk_files(fs: FileSystem, root: str) -> list[str]:
 
     walk(root, "")
     return sorted(out)
-
-
-def remove_tree(fs: FileSystem, root: str) -> None:
-    """Remove a directory tree, files before their directories."""
-    for name in fs.list_dir(root):
-        child = os.path.join(root, name)
-        if fs.is_dir(child):
-            remove_tree(fs, child)
-        else:
-            fs.remove(child)
-    fs.rmdir(root)
 
 
 def _discard(fs: FileSystem, path: str) -> None:

@@ -63,3 +63,15 @@ class FileSystem(Protocol):
 
     def makedirs(self, path: str) -> None:
         """Create a directory and its parents (no error if present)."""
+
+
+def remove_tree(fs: "FileSystem", root: str) -> None:
+    """Remove a directory tree through ``fs``, files before their directories."""
+    import os
+    for name in fs.list_dir(root):
+        child = os.path.join(root, name)
+        if fs.is_dir(child):
+            remove_tree(fs, child)
+        else:
+            fs.remove(child)
+    fs.rmdir(root)

@@ -268,6 +268,7 @@ class TrajectoryWriter:
         self.traj_attrs: dict = {}
         self.flush_every = 1
         self._locked = False
+        self.system: dict[str, tuple[int, np.ndarray | None]] = {}   # block -> (rows, id) of system/
 
     # -- construction ---------------------------------------------------------------
     @classmethod
@@ -287,6 +288,7 @@ class TrajectoryWriter:
                                path=store.describe(TRAJ), kind="exists")
         w = cls(store, schema, durable=durable, compression=X.Compression.parse(compression))
         w._check_lock()
+        w._load_system(creating=True)
         written: list[str] = []
         if root is None:
             store.makedirs("")
@@ -316,11 +318,43 @@ class TrajectoryWriter:
         layout = load_layout(store)
         w = cls(store, layout.schema, durable=durable, compression=X.Compression.parse(compression))
         w._check_lock()
+        w._load_system(creating=False)
         w._acquire_lock()
         w._restore(layout)
         w.flush_every = flush_every if flush_every is not None else w._auto_k()
         w._check_flush_every()
         return w
+
+    def _load_system(self, *, creating: bool) -> None:
+        """Blocks shared with ``system/`` are aligned 1:1 by row order (mrec-notes §3.1)."""
+        if not isinstance(read_node(self.store, "system"), GroupMetadata):
+            return
+        from .frame_group import read_frame_group
+        sysf = read_frame_group(self.store, "system").frame
+        for name, decl in self.schema.blocks.items():
+            if name not in sysf.blocks:
+                continue
+            n = sysf.counts[name]
+            if creating and decl.frame_rows is not None and decl.frame_rows != n:
+                raise RefusalError(f"trajectory block {name!r} is declared with {decl.frame_rows} rows but the "
+                                   f"system block of that name has {n}: a block sharing a name with a system "
+                                   "block is aligned 1:1 by row order", path=self.store.describe("system"),
+                                   kind="row_count_mismatch")
+            self.system[name] = (n, sysf.blocks[name].get("id"))
+
+    def _check_system(self, plans: dict, i: int) -> None:
+        for name, (rows, values, _masks) in plans.items():
+            if name not in self.system:
+                continue
+            n, ids = self.system[name]
+            if rows != n:
+                raise RefusalError(f"frame {i}: block {name!r} has {rows} rows but the system block of that name "
+                                   f"has {n}; it is aligned 1:1 by row order (a ragged block may not share a "
+                                   "name with a system block)", kind="row_count_mismatch")
+            if ids is not None and "id" in values and not _same(np.asarray(values["id"]), np.asarray(ids)):
+                raise RefusalError(f"frame {i}: block {name!r} id column differs from the system block's id "
+                                   "column (aligned blocks hold the same entities in the same order)",
+                                   kind="row_count_mismatch")
 
     def _check_flush_every(self):
         k = self.flush_every
@@ -656,6 +690,7 @@ class TrajectoryWriter:
         time = self._check_time(time)
         meta_values = self._meta_values(f)
         plans = self._plan_blocks(f)
+        self._check_system(plans, i)
         self._check_resolved(plans, i)
         box = self._plan_box(f, i)
         # ---- nothing below refuses: apply -------------------------------------------

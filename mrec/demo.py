@@ -10,8 +10,8 @@ import numpy as np
 
 from .pack import pack
 from .record.model import Box
+from .record.record import read_record, write_record
 from .record.schema import SequenceSchema
-from .record.trajectory_read import TrajectoryReader
 from .record.trajectory_write import TrajectoryWriter
 
 
@@ -20,7 +20,6 @@ def build_schema(n_atoms: int, max_ions: int) -> SequenceSchema:
     s.declare_block("atoms", rows=n_atoms)
     for c in "xyz":
         s.declare_column("atoms", c, "f64", precision=1e-3)
-    s.declare_column("atoms", "element", "string")
     s.declare_block("ions", rows=max_ions)                # ragged: the count changes over time
     s.declare_column("ions", "x", "f64")
     s.declare_column("ions", "charge", "f64", nullable=True)
@@ -41,12 +40,29 @@ def write_demo(out_dir: Path, *, n_atoms: int = 300, n_frames: int = 200, seed: 
     schema = build_schema(n_atoms, 20)
     pos = rng.uniform(0, 40, size=(n_atoms, 3))
     elements = np.array(["O", "H", "H"] * (n_atoms // 3) + ["C"] * (n_atoms % 3), dtype=object)
-    with TrajectoryWriter.create(path, schema, meta={"creator": {"name": "mrec demo"}}) as w:
+    masses = np.where(elements == "O", 15.999, np.where(elements == "H", 1.008, 12.011))
+    n_mol = n_atoms // 3
+    bonds_i = np.repeat(np.arange(n_mol, dtype=np.uint64) * 3, 2)
+    bonds_j = bonds_i + np.tile(np.array([1, 2], dtype=np.uint64), n_mol)
+    write_record(   # the documents, the topology (system/), the starting frame and one observable first
+        path,
+        meta={"creator": {"name": "mrec demo"}, "source": "a synthetic water box"},
+        status={"state": "running"},
+        method={"type": "classical", "description": "NVT random walk", "engine": {"name": "mrec demo"}},
+        system={"blocks": {"atoms": {"element": elements, "mass": masses},
+                           "bonds": {"atomi": bonds_i, "atomj": bonds_j}},
+                "meta": {"n_molecules": n_mol}},
+        frame={"blocks": {"atoms": {"x": pos[:, 0].copy(), "y": pos[:, 1].copy(), "z": pos[:, 2].copy()}},
+               "precision": {"atoms": {c: 1e-3 for c in "xyz"}}, "box": Box(np.eye(3) * 40.0)},
+        observables={"rdf_oo": {"data": np.exp(-np.linspace(0, 4, 50) ** 2), "kind": "vector",
+                                "description": "O-O radial distribution (made up)", "time_dependent": False,
+                                "axes": ["r"]}},
+    )
+    with TrajectoryWriter.create(path, schema) as w:
         n_ions = 5
         for i in range(n_frames):
             pos += rng.normal(0, 0.05, size=pos.shape)
-            blocks = {"atoms": {"x": pos[:, 0].copy(), "y": pos[:, 1].copy(), "z": pos[:, 2].copy(),
-                                "element": elements}}
+            blocks = {"atoms": {"x": pos[:, 0].copy(), "y": pos[:, 1].copy(), "z": pos[:, 2].copy()}}
             if i % 10 == 0:
                 n_ions = int(rng.integers(0, 20))
                 q = rng.choice([-1.0, 1.0], size=n_ions)
@@ -64,6 +80,11 @@ def write_demo(out_dir: Path, *, n_atoms: int = 300, n_frames: int = 200, seed: 
     return path
 
 
+def _plain(meta: dict) -> dict:
+    return {k: (round(v.item(), 3) if isinstance(v.item(), float) else v.item()) if hasattr(v, "item") else v
+            for k, v in meta.items()}
+
+
 def run_demo(out: str | os.PathLike | None = None, *, echo=print) -> Path:
     out_dir = Path(out or "demo-out")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -72,7 +93,8 @@ def run_demo(out: str | os.PathLike | None = None, *, echo=print) -> Path:
     t_write = time.perf_counter() - t0
     dir_bytes = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
     zip_path = pack(path)
-    with TrajectoryReader(zip_path) as r:
+    with read_record(zip_path) as rec:
+        r = rec.trajectory
         n = len(r)
         f0, flast = r[0], r[-1]
         x = r.column("atoms", "x")
@@ -80,6 +102,9 @@ def run_demo(out: str | os.PathLike | None = None, *, echo=print) -> Path:
         changes = sorted({tuple(np.diag(r.box_at(i).vectors)) for i in range(n)})
         echo(f"wrote    {path} in {t_write:.2f} s ({dir_bytes / 1e6:.2f} MB on disk)")
         echo(f"packed   {zip_path} ({zip_path.stat().st_size / 1e6:.2f} MB, one file)")
+        echo(f"sections {', '.join(rec.sections())} (read back from the zip by range reads)")
+        echo(f"system   {', '.join(f'{b}[{rec.system.counts[b]}]' for b in rec.system.blocks)}; "
+             f"meta {_plain(rec.system.meta)}; status {rec.status['state']}; method {rec.method['description']}")
         echo(f"frames   {n}; steps {r.steps[0]}..{r.steps[-1]} every {r.steps[1] - r.steps[0]}; "
              f"times {r.times[0]}..{r.times[-1]}")
         echo(f"blocks   " + ", ".join(f"{b}({', '.join(d.columns)})" for b, d in r.schema.blocks.items()))
@@ -87,6 +112,6 @@ def run_demo(out: str | os.PathLike | None = None, *, echo=print) -> Path:
              f"{dir_bytes / (n * x.shape[1]):.1f} B/atom/frame for everything")
         echo(f"ions     ragged: counts at every 10th frame {ion_counts}")
         echo(f"box      {len(changes)} distinct cells over the run; last {np.diag(flast.box.vectors)}")
-        echo(f"meta     frame 0 {f0.meta}; frame {n - 1} {flast.meta}")
+        echo(f"meta     frame 0 {_plain(f0.meta)}; frame {n - 1} {_plain(flast.meta)}")
         echo(f"read back from the zip: frame 0 atoms x[:3] = {f0.blocks['atoms']['x'][:3]}")
     return zip_path

@@ -74,6 +74,9 @@ def walk_files(fs: FileSystem, root: str) -> list[str]:
     def walk(directory: str, prefix: str) -> None:
         for name in fs.list_dir(directory):
             child = os.path.join(directory, name)
+            if fs.is_link(child):
+                raise RefusalError("a record holds files, not symbolic links: the archive would not be the "
+                                   "record (replace the link by the file)", path=child, kind="bad_layout")
             if fs.is_dir(child):
                 walk(child, f"{prefix}{name}/")
             else:

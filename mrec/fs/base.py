@@ -52,6 +52,9 @@ class FileSystem(Protocol):
 
     def is_dir(self, path: str) -> bool: ...
 
+    def is_link(self, path: str) -> bool:
+        """True for a symbolic link (whatever it points at)."""
+
     def list_dir(self, path: str) -> list[str]:
         """Names in a directory, sorted."""
 
@@ -70,7 +73,7 @@ def remove_tree(fs: "FileSystem", root: str) -> None:
     import os
     for name in fs.list_dir(root):
         child = os.path.join(root, name)
-        if fs.is_dir(child):
+        if fs.is_dir(child) and not fs.is_link(child):   # never recurse through a link
             remove_tree(fs, child)
         else:
             fs.remove(child)

@@ -90,6 +90,9 @@ class PosixFileSystem:
     def is_dir(self, path: str) -> bool:
         return os.path.isdir(path)
 
+    def is_link(self, path: str) -> bool:
+        return os.path.islink(path)
+
     def list_dir(self, path: str) -> list[str]:
         return sorted(os.listdir(path))
 

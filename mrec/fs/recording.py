@@ -76,6 +76,9 @@ class RecordingFileSystem:
     def is_dir(self, path):
         return self.inner.is_dir(path)
 
+    def is_link(self, path):
+        return self.inner.is_link(path)
+
     def list_dir(self, path):
         return self.inner.list_dir(path)
 

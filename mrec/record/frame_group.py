@@ -183,17 +183,18 @@ def read_frame_group(store, path: str) -> FrameGroup:
         counts[name] = n
         consumed.add(meta_key(cpath))
         cols: dict[str, np.ndarray] = {}
-        for cname, cnode in _child_nodes(store, cpath):
+        children = _child_nodes(store, cpath)
+        for cname, cnode in children:                 # columns first: a count mismatch is named as such
             apath = f"{cpath}/{cname}"
             if isinstance(cnode, GroupMetadata):
-                if cname == VALIDITY:
-                    masks[name] = _read_masks(store, apath, n, consumed)
-                continue                              # other child groups are not columns
+                continue                              # _validity is read below; other groups are not columns
             cols[cname] = _read_column(store, apath, cnode, n)
             consumed.add(apath + "/")
             p = cnode.attributes.get("precision")
             if p is not None:
                 precision.setdefault(name, {})[cname] = p
+        if any(cname == VALIDITY and isinstance(cnode, GroupMetadata) for cname, cnode in children):
+            masks[name] = _read_masks(store, f"{cpath}/{VALIDITY}", n, consumed)
         blocks[name] = cols
         if attrs:
             block_attrs[name] = attrs

@@ -551,7 +551,8 @@ class TrajectoryReader:
         meta = {}
         for key, arr in self.layout.meta.items():
             meta[key] = _meta_value(self.schema.meta[key].tag, arr.read(slice(i, i + 1))[0])
-        return Frame(blocks=blocks, box=self.box_at(i), meta=meta, masks=masks)
+        types = {key: self.schema.meta[key].tag for key in meta}
+        return Frame(blocks=blocks, box=self.box_at(i), meta=meta, masks=masks, meta_types=types)
 
     def __iter__(self):
         for i in range(len(self)):

@@ -22,7 +22,8 @@ def test_every_named_test_exists():
 
 
 def test_every_rule_has_an_id_and_strength():
-    rows = [ln for ln in (ROOT / "docs" / "conformance.md").read_text().splitlines()
+    matrix = (ROOT / "docs" / "conformance.md").read_text().split("## Chapter coverage")[0]
+    rows = [ln for ln in matrix.splitlines()
             if ln.startswith("| ") and not ln.startswith("| id") and not ln.startswith("|--")]
     ids = [r.split("|")[1].strip() for r in rows]
     assert len(ids) == len(set(ids)), "duplicate rule ids"

@@ -386,3 +386,25 @@ def test_cli_info_cat_pack_unpack(good, tmp_path):
     assert again.returncode == 2 and "Traceback" not in again.stderr
     unpacked = _cli("unpack", tmp_path / "t.mrec.zip")
     assert unpacked.returncode == 0 and validate(p, deep=True).ok
+
+
+@pytest.mark.parametrize("name", ["valid-cmaps.json", "valid-pair-overrides.json", "valid-typed-meta.json",
+                                  "valid-water.json"])
+def test_valid_frame_vectors_written_and_validated(tmp_path, name):
+    """The published frame models, stored by mrec (as frame/ and as system/), pass the validator and
+    read back as the same model."""
+    from test_vectors_sequence_schema import frame_from_model
+    frame = frame_from_model(json.loads((CORE / "frame" / name).read_text()))
+    p = mrec.write_record(tmp_path / "f.mrec", frame=frame, system=frame)
+    assert validate(p, deep=True).ok
+    back = mrec.read_record(p)
+    assert back.frame == frame.rounded() and back.system == frame.rounded()
+
+
+def test_valid_record_vector_written_and_validated(tmp_path):
+    from test_vectors_sequence_schema import frame_from_model
+    doc = json.loads((CORE / "record" / "valid-structure.json").read_text())
+    kw = {k: frame_from_model(doc[k]) for k in ("frame", "system") if doc.get(k)}
+    kw.update({k: doc[k] for k in ("meta", "status", "method") if doc.get(k) is not None})
+    p = mrec.write_record(tmp_path / "r.mrec", **kw)
+    assert validate(p, deep=True).ok

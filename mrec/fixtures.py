@@ -634,6 +634,7 @@ def _build_tail_flush(path: Path) -> None:
             if w.committed == 8 and saved is None:
                 saved = tz.read_bytes()
     tz.write_bytes(saved)
+    assert _zjson(path, "trajectory/meta/pe")["shape"] == [10], path          # longer than nstep 8
     _expect(path, frames[:8], [3 * i for i in range(8)], [0.25 * i for i in range(8)])
 
 
@@ -662,6 +663,7 @@ def _build_dead_bytes(path: Path) -> None:
             if i in (1, 3):
                 w.flush()
     _expect(path, frames, steps)
+    assert _dead_bytes(path) > 0, path
 
 
 def _build_empty_traj(path: Path) -> None:
@@ -735,6 +737,8 @@ def _build_whole(path: Path) -> None:
                  status={"state": "succeeded", "epoch": 3, "progress": {"done": 1.0}, "x_custom": [1]},
                  method={"type": "classical", "description": "NVT", "engine": {"name": "molrs", "version": "1"}},
                  observables=_OBSERVABLES, metrics=_EVENTS)
+    with read_record(path) as rec:
+        assert rec.frame == _record_frame().rounded() and rec.system == Frame.from_any(_SYSTEM), path
     rng = _rng(16)
     s = SequenceSchema()
     s.declare_block("atoms", rows=4)                   # 1:1 with system/atoms
@@ -752,14 +756,38 @@ def _build_whole(path: Path) -> None:
 def _record(**kw):
     def build(path: Path) -> None:
         write_record(path, **kw)
+        with read_record(path) as rec:
+            for name in ("frame", "system"):
+                if name in kw:
+                    assert getattr(rec, name) == Frame.from_any(kw[name]).rounded(), (path, name)
     return build
 
 
-def _fixed(n: int):
+def _fixed(n: int, *, sharded: bool):
     def build(path: Path) -> None:
         flags = ((np.arange(n) // 65536) % 7).astype("<u1")     # long runs: gzip keeps each chunk tiny
-        write_record(path, frame={"blocks": {"big": {"flags": flags}}})
+        _record(frame={"blocks": {"big": {"flags": flags}}})(path)
+        codecs = [c["name"] for c in _zjson(path, "frame/big/flags")["codecs"]]
+        chunks = sorted(p.name for p in (path / "frame/big/flags/c").iterdir())
+        assert (codecs == ["sharding_indexed"]) == sharded and len(chunks) == (1 if sharded else 4), (codecs, chunks)
     return build
+
+
+def _dead_bytes(path: Path) -> int:
+    """Bytes of the trajectory's shard files that no index entry references (re-encoded partial tails)."""
+    dead = 0
+    for zj in sorted((path / "trajectory").rglob("zarr.json")):
+        doc = json.loads(zj.read_text(encoding="utf-8"))
+        if doc.get("node_type") != "array":
+            continue
+        cfg = doc["codecs"][0]["configuration"]
+        n = int(np.prod(np.array(doc["chunk_grid"]["configuration"]["chunk_shape"]) // np.array(cfg["chunk_shape"])))
+        for shard in (p for p in (zj.parent / "c").rglob("*") if p.is_file()):
+            raw = shard.read_bytes()
+            index = np.frombuffer(raw[: 16 * n], dtype="<u8").reshape(n, 2)
+            live = int(index[index[:, 0] != 2 ** 64 - 1, 1].sum())
+            dead += len(raw) - (16 * n + 4) - live
+    return dead
 
 
 # ---------------------------------------------------------------------------
@@ -850,9 +878,9 @@ VALID: list[_Valid] = [
     _Valid("empty_trajectory", "a declared trajectory with no frames (nstep 0)", ("C-REOPEN-1",),
            _build_empty_traj),
     _Valid("fixed_chunks", "a fixed-size u8 array of 4 chunks (plain, no shard)", ("C-EXT-F1", "C-EXT-F2"),
-           _fixed(3 * CHUNK + 5)),
+           _fixed(3 * CHUNK + 5, sharded=False)),
     _Valid("fixed_shard", "a fixed-size u8 array of 7 chunks: one shard, index at the end",
-           ("C-EXT-F1", "C-EXT-F2"), _fixed(6 * CHUNK + 7)),
+           ("C-EXT-F1", "C-EXT-F2"), _fixed(6 * CHUNK + 7, sharded=True)),
     _Valid("whole_record", "meta, status, method, system, frame (masks, precision, targets, structural_shape, "
            "a block without columns, the box), observables (0-d, strings, complex), metrics, trajectory",
            ("N-1.1a", "N-1.2", "N-1.4a", "N-1.5", "N-6.1", "N-6.2", "N-3.1s"), _build_whole),

@@ -440,6 +440,26 @@ def _carried():
     return s, frames
 
 
+def _regular_then_carried():
+    rng = _rng(17)
+    s = _atoms_schema()
+    s.declare_block("tag", rows=ROWS)
+    s.declare_column("tag", "v", "i32")
+    frames = [{"blocks": {"atoms": _atoms(rng)}} for _ in range(6)]
+    for i in range(3):
+        frames[i]["blocks"]["tag"] = {"v": np.array([i, -i], "<i4")}    # updates 0..2 at ordinals 0..2, then carried
+    return s, frames
+
+
+def _build_markers_and_index(path: Path) -> None:
+    """A crash between writing a block's index arrays and dropping its markers: the arrays win."""
+    s, frames = _ragged()
+    _write_traj(path, s, frames)
+    _set_attr(path, "trajectory/atoms", "uniform_rows", 3)
+    _set_attr(path, "trajectory/atoms", "dense_updates", True)
+    _expect(path, frames)
+
+
 def _aligned():
     s = SequenceSchema()
     s.declare_block("atoms", rows=ROWS)
@@ -497,6 +517,14 @@ def _cell(kind: str):
                 f["box"] = Box(defined=False)
         return _atoms_schema(), frames
     return fn
+
+
+def _cell_late():
+    rng = _rng(18)
+    frames = [{"blocks": {"atoms": _atoms(rng)}} for _ in range(5)]
+    for i in (2, 3, 4):
+        frames[i]["box"] = Box(np.eye(3) * (5.0 + (i == 4)))
+    return _atoms_schema(), frames
 
 
 def _meta_schema(fills: bool) -> SequenceSchema:
@@ -829,6 +857,11 @@ VALID: list[_Valid] = [
            "one emptied later", ("N-3.11",), _traj(_empty_vs_absent)),
     _Valid("block_carried_forward", "omitted blocks carry forward; an unchanged restatement writes no update",
            ("N-3.11",), _traj(_carried)),
+    _Valid("block_regular_then_carried", "a regular block updated at frames 0-2 then carried forward: "
+           "n_updates 3 < nstep 6 with the markers kept", ("N-3.9", "C-REOPEN-3", "N-3.11"),
+           _traj(_regular_then_carried)),
+    _Valid("block_markers_and_index", "a ragged block whose group also carries uniform_rows / dense_updates (a "
+           "crash between the two writes): the index arrays win", ("N-3.9",), _build_markers_and_index),
     _Valid("block_aligned", "aligned_with: the aligned block carried, then restated when the target's count "
            "changes", ("N-3.13",), _traj(_aligned)),
     _Valid("block_structural_shape", "a block with structural_shape [2,3]", ("N-3.6s",), _traj(_structural)),
@@ -840,6 +873,8 @@ VALID: list[_Valid] = [
            ("N-3.7",), _traj(_cell("changing"))),
     _Valid("cell_undefined", "an undefined cell (cell_defined false, identity vectors, all-false boundary)",
            ("N-2.4",), _traj(_cell("undefined"))),
+    _Valid("cell_late", "no cell on frames 0-1, a cell from frame 2, changed at frame 4 (box/ follows the "
+           "block rule)", ("N-3.7",), _traj(_cell_late)),
     _Valid("meta_tags", "every meta tag (16) with extremes (2^64-1, -2^63, -0.0, NaN, Infinity, unicode), "
            "no fills", ("N-3.5",), _traj(_meta_tags(False))),
     _Valid("meta_fills", "every meta tag (16) with a fill; frame 1 omits all keys but two", ("N-3.5",),
@@ -1031,6 +1066,16 @@ INVALID: list[_Invalid] = [
              ("N-3.9r",), _regular_base, _del_attr("trajectory/atoms", "dense_updates")),
     _Invalid("nstep_not_integer", "trajectory nstep is true", "broken_index", ("N-3.9r",), _regular_base,
              lambda p: _set_attr(p, "trajectory", "nstep", True)),
+    _Invalid("progression_without_nstep", "step_progression present, nstep removed", "broken_index", ("N-3.9r",),
+             _regular_base, _del_attr("trajectory", "nstep")),
+    _Invalid("uniform_rows_zero", "a regular block with uniform_rows 0", "broken_index", ("N-3.9r",), _regular_base,
+             lambda p: _set_attr(p, "trajectory/atoms", "uniform_rows", 0)),
+    _Invalid("dense_updates_false", "a regular block with dense_updates false", "broken_index", ("N-3.9r",),
+             _regular_base, lambda p: _set_attr(p, "trajectory/atoms", "dense_updates", False)),
+    _Invalid("step_index_without_offset", "a ragged block whose offset array is removed", "broken_index",
+             ("N-3.8r",), _ragged_base, _remove("trajectory/atoms/offset")),
+    _Invalid("column_shorter_than_offset", "a ragged block column of 4 rows where offset ends at 6", "broken_index",
+             ("N-3.8r",), _ragged_base, _set_field("trajectory/atoms/n", "shape", [4])),
     _Invalid("nstep_past_arrays", "trajectory nstep 9 with step, time and meta arrays of 3 rows", "broken_index",
              ("N-3.3",), _dense_base, lambda p: _set_attr(p, "trajectory", "nstep", 9)),
     _Invalid("narrow_float_trajectory", "a trajectory column with data_type float32", "narrow_float", ("N-1.6",),

@@ -38,7 +38,7 @@ from .record.record import read_record, write_record
 from .record.schema import SequenceSchema
 from .record.trajectory_read import tag_layout
 from .record.trajectory_write import TrajectoryWriter
-from .record.typed_json import TAG_NAMES
+from .record.typed_json import TAG_NAMES, coerce_meta_value
 from .zarr.array import Array
 from .zarr.store import DirectoryStore
 
@@ -322,7 +322,15 @@ def _expect(path: Path, frames: list, steps=None, times=None) -> None:
         r = rec.trajectory
         assert len(r) == len(frames), (path, len(r), len(frames))
         resolved: dict[str, dict] = {}
+        box = None
         for i, f in enumerate(frames):
+            if f.get("box") is not None:
+                box = Box.from_any(f["box"])
+            assert r[i].box == box, (path, i, "box")
+            for key, decl in r.schema.meta.items():
+                want = f.get("meta", {}).get(key, decl.fill)
+                want = _meta_value(decl.tag, coerce_meta_value(decl.tag, want, key))
+                assert _meta_value(decl.tag, r[i].meta[key]) == want, (path, i, key)
             fr = _declared(Frame.from_any({"blocks": f.get("blocks", {}), "masks": f.get("masks", {})},
                                           r.schema.dtype_hints()), r.schema).rounded()
             got = r[i]

@@ -715,7 +715,7 @@ def _dtypes_frame():
     blocks = {}
     for k, dt in enumerate(DTYPES):
         blocks[f"b_{dt}"] = {"flat": _values(dt, (3,), k), "vec": _values(dt, (3, 3), k + 50),
-                             "mat": _values(dt, (3, 2, 2), k + 100)}
+                             "mat": _values(dt, (3, 2, 2), k + 100), "zero_width": _values(dt, (3, 0), k)}
     return Frame(blocks=blocks)
 
 
@@ -851,7 +851,7 @@ class _Invalid:
 CHUNK = 512 * 1024          # rows of a u8 fixed-size chunk
 
 VALID: list[_Valid] = [
-    _Valid("dtypes_frame", "every dtype (13) x trailing shapes [N], [N,3], [N,2,2] in frame/, with NaN, -0.0, "
+    _Valid("dtypes_frame", "every dtype (13) x trailing shapes [N], [N,3], [N,2,2], [N,0] in frame/, with NaN, -0.0, "
            "+-Infinity, subnormals, integer extremes, unicode", ("N-1.4a",), _record(frame=_dtypes_frame())),
     _Valid("dtypes_trajectory", "every dtype (13) as [N] in a trajectory block; [N,3] and [N,2,2] for f64, i64, "
            "u8, bool, string, c64",

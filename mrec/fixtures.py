@@ -20,10 +20,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import shutil
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 

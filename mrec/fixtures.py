@@ -38,7 +38,7 @@ from .record.schema import SequenceSchema
 from .record.trajectory_read import tag_layout
 from .record.trajectory_write import TrajectoryWriter
 from .record.typed_json import TAG_NAMES, coerce_meta_value
-from .zarr.array import Array
+from .zarr.array import Array, write_group
 from .zarr.store import DirectoryStore
 
 __all__ = ["ENCODING", "FixtureInfo", "make_fixtures", "describe", "encode_column", "read_all",
@@ -788,6 +788,39 @@ def _build_whole(path: Path) -> None:
     _expect(path, frames)
 
 
+def _build_unknown_content(path: Path) -> None:
+    """Unknown sections, nodes and keys a reader must keep (and a WAL line past the metrics watermark)."""
+    write_record(path, meta={"x_unknown": None}, frame={"blocks": {"atoms": {"x": [1.0, 2.0]}}},
+                 metrics=_EVENTS[:2])
+    store = DirectoryStore(str(path))
+    write_group(store, "forcefield", {"name": "tip3p", "units": {"preset": "real"}, "styles": []})
+    write_group(store, "forcefield/pair.lj%2Fcut", {"count": 2})
+    write_fixed_array(store, "forcefield/pair.lj%2Fcut/name", np.array(["a", "b"], dtype=object), "string")
+    write_group(store, "frame/atoms/x_vendor_group", {"k": None})
+    write_fixed_array(store, "frame/loose_array", np.arange(3.0), "f64")
+    write_group(store, "x_section", {"anything": [1, {"b": None}]})
+    applied = b'{"t":"scalar","k":"train/loss","s":2,"w":"2026-08-04T12:00:01Z","v":0.7}\n'
+    past = b'{"t":"scalar","k":"train/loss","s":9,"w":"2026-08-04T12:00:09Z","v":"NaN"}\n'
+    (path / "metrics" / "metrics.jsonl").write_bytes(applied + past + b'{"t":"scal')     # a torn tail is ignored
+    _set_attr(path, "metrics", "wal", {"lines": 1, "bytes": len(applied)})
+    with read_record(path) as rec:
+        assert {"forcefield", "x_section"} <= set(rec.sections()) and rec.unknown, path
+        assert rec.metrics.series["train/loss"].steps.tolist() == [1, 2, 9], path
+
+
+def _build_forcefield_only(path: Path) -> None:
+    tmp = path.with_name(path.name + ".seed")
+    _clear(tmp)
+    write_record(tmp, meta={"creator": {"name": "x"}}, frame={"blocks": {"a": {"x": [1.0]}}})
+    with read_record(tmp) as rec:
+        rec.frame = None
+        rec.unknown = {"forcefield/zarr.json": json.dumps(
+            {"zarr_format": 3, "node_type": "group",
+             "attributes": {"name": "ff", "units": {"preset": "real"}, "styles": []}}, indent=2).encode()}
+        rec.write(path)
+    _clear(tmp)
+
+
 def _record(**kw):
     def build(path: Path) -> None:
         write_record(path, **kw)
@@ -930,6 +963,12 @@ VALID: list[_Valid] = [
            _traj(_regular)),
     _Valid("frame_undefined_cell", "frame/ with an undefined cell", ("N-2.4f",),
            _record(frame={"blocks": {"a": {"x": [0.0]}}, "box": Box(defined=False, origin=[1.0, 2.0, 3.0])})),
+    _Valid("unknown_content", "unknown root sections (forcefield, x_section), an unknown group inside a block, an "
+           "array beside the blocks, an unknown meta key with null, a metrics WAL line past the watermark (and a torn "
+           "one)",
+           ("N-1.1c", "N-6.2"), _build_unknown_content),
+    _Valid("forcefield_only", "meta plus a forcefield group only (mrec keeps it as unknown content)", ("N-1.1b",),
+           _build_forcefield_only),
     _Valid("status_only", "meta plus status: the smallest substantive record", ("N-1.1b",),
            _record(meta={"creator": {"name": "x"}}, status={"state": "queued"})),
 ]

@@ -7,7 +7,7 @@
   encoding (``ENCODING``, described in ``docs/user-guide.md`` "Golden fixtures"), so any
   implementation can check itself without mrec.
 
-and under ``invalid/`` stores a reader must refuse (``<name>.mrec/`` + ``<name>.json`` with
+and under ``invalid/`` stores a reader must refuse (``<name>.mrec/``, ``<name>.mrec.zip`` and ``<name>.json`` with
 ``{"valid": false, "refusal_kind": ..., "what": ...}``), built by tampering stores mrec wrote.
 ``fixtures/README.md`` (the catalogue) is written too.  Generation is deterministic: fixed seeds,
 no clock, no randomness outside ``numpy.random.default_rng(seed)``.
@@ -373,7 +373,7 @@ def _traj(frames_fn: Callable[[], tuple[SequenceSchema, list]], steps=None, time
 _SHAPES = (("", ()), ("_v3", (3,)), ("_m22", (2, 2)))
 
 
-_TRAJ_SHAPED = ("f64", "i64", "u8", "bool", "string", "c64")      # the dtypes also given [N,3] and [N,2,2]
+_TRAJ_SHAPED = ("f64", "u8", "string", "c64")      # the dtypes also given [N,3] and [N,2,2]
 
 
 def _dtypes_traj():
@@ -777,10 +777,9 @@ def _build_whole(path: Path) -> None:
     rng = _rng(16)
     s = SequenceSchema()
     s.declare_block("atoms", rows=4)                   # 1:1 with system/atoms
-    for c in "xyz":
-        s.declare_column("atoms", c, "f64", precision=1e-3)
+    s.declare_column("atoms", "pos", "f64", trailing=(3,), precision=1e-3)
     s.declare_meta("pe", "f64")
-    frames = [{"blocks": {"atoms": _atoms(rng, 4)}, "meta": {"pe": -float(i)},
+    frames = [{"blocks": {"atoms": {"pos": rng.normal(size=(4, 3))}}, "meta": {"pe": -float(i)},
                "box": Box(np.eye(3) * 10.0)} for i in range(4)]
     with TrajectoryWriter.create(path, s) as w:
         for i, f in enumerate(frames):
@@ -885,8 +884,8 @@ CHUNK = 512 * 1024          # rows of a u8 fixed-size chunk
 VALID: list[_Valid] = [
     _Valid("dtypes_frame", "every dtype (13) x trailing shapes [N], [N,3], [N,2,2], [N,0] in frame/, with NaN, -0.0, "
            "+-Infinity, subnormals, integer extremes, unicode", ("N-1.4a",), _record(frame=_dtypes_frame())),
-    _Valid("dtypes_trajectory", "every dtype (13) as [N] in a trajectory block; [N,3] and [N,2,2] for f64, i64, "
-           "u8, bool, string, c64",
+    _Valid("dtypes_trajectory", "every dtype (13) as [N] in a trajectory block; [N,3] and [N,2,2] for f64, u8, "
+           "string, c64",
            ("N-3.9", "C-EXT-2", "C-CODECS-1"), _traj(_dtypes_traj)),
     _Valid("block_regular", "a regular block (uniform_rows / dense_updates, no index)", ("N-3.9", "C-REOPEN-3"),
            _traj(_regular)),
@@ -1055,14 +1054,18 @@ def _both(*ts):
     return t
 
 
-def _ragged_base(path: Path) -> None:
+def _ragged_base(path: Path, nullable: bool = False) -> None:
     s = SequenceSchema()
     s.declare_block("atoms", rows=ROWS)
-    s.declare_column("atoms", "x", "f64", nullable=True)
+    s.declare_column("atoms", "x", "f64", nullable=nullable)
     s.declare_column("atoms", "n", "i64")
     rng = _rng(20)
     _write_traj(path, s, [{"blocks": {"atoms": {"x": rng.normal(size=n), "n": np.arange(n, dtype="<i8")}}}
                           for n in (2, 3, 1)])
+
+
+def _nullable_base(path: Path) -> None:
+    _ragged_base(path, nullable=True)
 
 
 def _regular_base(path: Path) -> None:
@@ -1090,10 +1093,12 @@ def _frame_base(path: Path) -> None:
 
 def _system_traj_base(path: Path) -> None:
     write_record(path, system={"atoms": {"id": np.arange(2, dtype="<u8")}})
-    rng = _rng(22)
-    with TrajectoryWriter.create(path, _atoms_schema(2), compression=COMPRESSION) as w:
-        for _ in range(2):
-            w.append({"blocks": {"atoms": _atoms(rng, 2)}})
+    s = SequenceSchema()
+    s.declare_block("atoms", rows=2)                   # 1:1 with system/atoms
+    s.declare_column("atoms", "x", "f64")
+    with TrajectoryWriter.create(path, s, compression=COMPRESSION) as w:
+        for i in range(2):
+            w.append({"blocks": {"atoms": {"x": np.array([1.0, 2.0]) * i}}})
 
 
 def _set_system_rows(path: Path) -> None:
@@ -1131,7 +1136,7 @@ INVALID: list[_Invalid] = [
     _Invalid("unknown_dtype", "a frame column with data_type variable_length_bytes", "unknown_dtype", ("N-1.6",),
              _frame_base, _set_field("frame/a/i", "data_type", "variable_length_bytes")),
     _Invalid("mask_not_bool_trajectory", "a trajectory _validity mask with data_type uint8", "bad_validity",
-             ("N-2.2r",), _ragged_base, _set_field("trajectory/atoms/_validity/x", "data_type", "uint8",
+             ("N-2.2r",), _nullable_base, _set_field("trajectory/atoms/_validity/x", "data_type", "uint8",
                                                   fill_value=0)),
     _Invalid("mask_not_bool_frame", "a frame _validity mask stored as u8", "bad_validity", ("N-1.4c",),
              _frame_base, _replace_fixed("frame/a/_validity/x", np.array([1, 0], "<u1"), "u8")),
@@ -1196,24 +1201,29 @@ def _make_valid(out: Path, v: _Valid) -> FixtureInfo:
     return FixtureInfo(v.name, v.covers, v.rules, files=(d.name, z.name, j.name))
 
 
+def _refusal(path: Path) -> str:
+    try:
+        read_all(path)
+    except (RefusalError, CorruptionError) as exc:
+        return refusal_kind_of(exc)
+    raise AssertionError(f"invalid fixture {path}: mrec reads it")
+
+
 def _make_invalid(out: Path, v: _Invalid) -> FixtureInfo:
     out.mkdir(parents=True, exist_ok=True)
-    d, j = out / f"{v.name}.mrec", out / f"{v.name}.json"
-    _clear(d, j)
+    d, z, j = out / f"{v.name}.mrec", out / f"{v.name}.mrec.zip", out / f"{v.name}.json"
+    _clear(d, z, j)
     v.base(d)
     v.tamper(d)
-    try:
-        read_all(d)
-    except (RefusalError, CorruptionError) as exc:
-        got = refusal_kind_of(exc)
-    else:
-        raise AssertionError(f"invalid fixture {v.name}: mrec reads it")
-    if got != v.kind:
-        raise AssertionError(f"invalid fixture {v.name}: mrec refuses it as {got!r}, the catalogue says {v.kind!r}")
+    pack(d, keep=True)
+    for form in (d, z):
+        got = _refusal(form)
+        if got != v.kind:
+            raise AssertionError(f"invalid fixture {form}: mrec refuses it as {got!r}, the catalogue says {v.kind!r}")
     j.write_bytes(_dump({"name": v.name, "encoding": ENCODING, "valid": False, "refusal_kind": v.kind,
                          "what": v.what, "rules": list(v.rules)}))
     return FixtureInfo(v.name, v.what, v.rules, valid=False, refusal_kind=v.kind,
-                       files=(f"invalid/{d.name}", f"invalid/{j.name}"))
+                       files=tuple(f"invalid/{p.name}" for p in (d, z, j)))
 
 
 def catalogue_markdown(infos: list[FixtureInfo]) -> str:
@@ -1222,7 +1232,8 @@ def catalogue_markdown(infos: list[FixtureInfo]) -> str:
              "The sidecar encoding is described in `docs/user-guide.md` (\"Golden fixtures\"); rule ids are those "
              "of `docs/conformance.md`.", "",
              "Each valid fixture is `<name>.mrec/`, `<name>.mrec.zip` and the sidecar `<name>.json`. Each invalid "
-             "one is `invalid/<name>.mrec/` and `invalid/<name>.json` (`valid: false`, `refusal_kind`, `what`); "
+             "one is `invalid/<name>.mrec/`, `invalid/<name>.mrec.zip` and `invalid/<name>.json` (`valid: false`, "
+             "`refusal_kind`, `what`); "
              "a reader must refuse it when reading the whole record (every section, every trajectory frame). "
              "`refusal_kind` is mrec's kind, or `corruption` for a checksum failure.", "",
              "## Valid", "", "| fixture | covers | rules |", "|---|---|---|"]

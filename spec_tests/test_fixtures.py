@@ -79,9 +79,10 @@ def test_valid_fixture_reads_as_its_sidecar(name):
 def test_invalid_fixture_is_refused_with_its_kind(name):
     side = sidecar(name, invalid=True)
     assert side["valid"] is False and side["refusal_kind"] and side["what"]
-    with pytest.raises((RefusalError, CorruptionError)) as e:
-        read_all(FIXTURES / "invalid" / f"{name}.mrec")
-    assert refusal_kind_of(e.value) == side["refusal_kind"]
+    for form in (f"{name}.mrec", f"{name}.mrec.zip"):
+        with pytest.raises((RefusalError, CorruptionError)) as e:
+            read_all(FIXTURES / "invalid" / form)
+        assert refusal_kind_of(e.value) == side["refusal_kind"], form
 
 
 # -- the sidecar encoding, checked from the JSON alone (as another implementation would) ------------

@@ -701,6 +701,12 @@ def _build_dead_bytes(path: Path) -> None:
     assert _dead_bytes(path) > 0, path
 
 
+def _build_trajectory_only(path: Path) -> None:
+    _traj(_regular)(path)
+    shutil.rmtree(path / "meta")
+    assert describe(path)["documents"]["meta"] == {}, path
+
+
 def _build_empty_traj(path: Path) -> None:
     s = _atoms_schema()
     s.declare_meta("pe", "f64")
@@ -958,8 +964,8 @@ VALID: list[_Valid] = [
     _Valid("whole_record", "meta, status, method, system, frame (masks, precision, targets, structural_shape, "
            "a block without columns, the box), observables (0-d, strings, complex), metrics, trajectory",
            ("N-1.1a", "N-1.2", "N-1.4a", "N-1.5", "N-6.1", "N-6.2", "N-3.1s"), _build_whole),
-    _Valid("trajectory_only", "a record holding only a trajectory (no meta document)", ("N-1.1b",),
-           _traj(_regular)),
+    _Valid("trajectory_only", "a record holding only a trajectory, without even a meta/ group (a missing meta "
+           "reads as an empty document)", ("N-1.1b",), _build_trajectory_only),
     _Valid("frame_undefined_cell", "frame/ with an undefined cell", ("N-2.4f",),
            _record(frame={"blocks": {"a": {"x": [0.0]}}, "box": Box(defined=False, origin=[1.0, 2.0, 3.0])})),
     _Valid("unknown_content", "unknown root sections (forcefield, x_section), an unknown group inside a block, an "

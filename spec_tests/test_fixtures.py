@@ -210,3 +210,21 @@ def test_every_array_read_identically_by_every_oracle(name):
                 assert same(_ts_zip(z, path), ours), ("tensorstore zip", path)
     finally:
         zstore.close()
+
+
+# -- mrec fixes found while building the catalogue ------------------------------------------------
+
+def test_dict_frame_meta_takes_the_declared_tags(tmp_path):
+    """A dict frame's meta is coerced by the declared tags, not inferred first: an f64x3 holding
+    Infinity used to be inferred as a json value and refused as non-finite."""
+    import mrec
+    s = mrec.SequenceSchema()
+    s.declare_block("a", rows=1)
+    s.declare_column("a", "x", "f64")
+    s.declare_meta("v", "f64x3")
+    s.declare_meta("n", "u64")
+    with mrec.TrajectoryWriter.create(tmp_path / "t.mrec", s) as w:
+        w.append({"blocks": {"a": {"x": [0.0]}}, "meta": {"v": [1.0, float("inf"), -0.0], "n": 2 ** 64 - 1}})
+    f = mrec.TrajectoryReader(tmp_path / "t.mrec")[0]
+    assert f.meta_types == {"v": "f64x3", "n": "u64"} and f.meta["n"] == 2 ** 64 - 1
+    assert np.asarray(f.meta["v"]).tobytes() == np.array([1.0, np.inf, -0.0]).tobytes()

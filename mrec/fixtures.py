@@ -990,27 +990,25 @@ def _set_zjson(path: Path, node: str, doc: dict) -> None:
     (path / node / "zarr.json").write_bytes(json.dumps(doc, indent=2, ensure_ascii=False).encode("utf-8"))
 
 
+def _edit_json(node: str, edit: Callable[[dict], Any]):
+    """A tamper applying ``edit`` to the parsed ``<node>/zarr.json``."""
+    def t(path: Path) -> None:
+        doc = _zjson(path, node)
+        edit(doc)
+        _set_zjson(path, node, doc)
+    return t
+
+
 def _set_attr(path: Path, node: str, key: str, value: Any) -> None:
-    doc = _zjson(path, node)
-    doc["attributes"][key] = value
-    _set_zjson(path, node, doc)
+    _edit_json(node, lambda d: d["attributes"].__setitem__(key, value))(path)
 
 
 def _del_attr(node: str, key: str):
-    def t(path: Path) -> None:
-        doc = _zjson(path, node)
-        del doc["attributes"][key]
-        _set_zjson(path, node, doc)
-    return t
+    return _edit_json(node, lambda d: d["attributes"].pop(key))
 
 
 def _set_field(node: str, key: str, value: Any, **more):
-    def t(path: Path) -> None:
-        doc = _zjson(path, node)
-        doc[key] = value
-        doc.update(more)
-        _set_zjson(path, node, doc)
-    return t
+    return _edit_json(node, lambda d: d.update({key: value, **more}))
 
 
 def _rewrite(node: str, values, dtype: str | None = None):
@@ -1097,6 +1095,14 @@ def _frame_base(path: Path) -> None:
                                     "time_dependent": False}})
 
 
+def _undefined_cell_base(path: Path) -> None:
+    write_record(path, frame={"blocks": {"a": {"x": [0.0]}}, "box": Box(defined=False)})
+
+
+def _schema_column(doc: dict, block: str, column: str) -> dict:
+    return doc["attributes"]["sequence_schema"]["blocks"][block]["columns"][column]
+
+
 def _system_traj_base(path: Path) -> None:
     write_record(path, system={"atoms": {"id": np.arange(2, dtype="<u8")}})
     s = SequenceSchema()
@@ -1159,6 +1165,29 @@ INVALID: list[_Invalid] = [
              _frame_base, _del_attr("frame/a", "count")),
     _Invalid("system_rows_mismatch", "system/atoms has 3 rows, the trajectory block atoms 2 (the 1:1 rule)",
              "row_count_mismatch", ("N-3.1s",), _system_traj_base, _set_system_rows),
+    _Invalid("precision_on_int", "a precision attribute on an i64 frame column", "bad_precision", ("N-1.4c",),
+             _frame_base, lambda p: _set_attr(p, "frame/a/i", "precision", 0.001)),
+    _Invalid("mask_orphan", "a frame _validity mask naming no column", "bad_validity", ("N-1.4c",), _frame_base,
+             lambda p: (p / "frame/a/_validity/x").rename(p / "frame/a/_validity/nothing")),
+    _Invalid("targets_into_trajectory", "a frame targets value /trajectory/a", "bad_reference", ("N-2.6a",),
+             _frame_base, lambda p: _set_attr(p, "frame/a", "targets", {"r": "/trajectory/a"})),
+    _Invalid("undefined_cell_true_boundary", "an undefined frame cell with a True boundary flag", "bad_box",
+             ("N-2.4f",), _undefined_cell_base,
+             _replace_fixed("frame/box/boundary", np.array([True, False, False]), "bool")),
+    _Invalid("meta_types_unknown_tag", "frame _meta_types naming the tag f32", "meta_tag_mismatch", ("N-1.5",),
+             _frame_base, _edit_json("frame", lambda d: d["attributes"]["_meta_types"].update(k="f32"))),
+    _Invalid("meta_array_dtype_mismatch", "trajectory meta/pe (tag f64) stored as int64", "meta_tag_mismatch",
+             ("N-3.5",), _dense_base, _set_field("trajectory/meta/pe", "data_type", "int64", fill_value=0)),
+    _Invalid("schema_narrow_dtype", "a sequence_schema column declared f32", "narrow_float", ("N-1.6",),
+             _ragged_base, _edit_json("trajectory", lambda d: _schema_column(d, "atoms", "n").update(dtype="f32"))),
+    _Invalid("schema_array_dtype_mismatch", "a sequence_schema column declared u64 stored as int64",
+             "declaration_mismatch", ("N-3.6",), _ragged_base,
+             _edit_json("trajectory", lambda d: _schema_column(d, "atoms", "n").update(dtype="u64"))),
+    _Invalid("nstep_negative", "trajectory nstep is -1", "broken_index", ("N-3.9r",), _regular_base,
+             lambda p: _set_attr(p, "trajectory", "nstep", -1)),
+    _Invalid("unsupported_chunk_grid", "a frame column with a rectilinear chunk grid", "unsupported", ("N-4e",),
+             _frame_base, _set_field("frame/a/x", "chunk_grid",
+                                     {"name": "rectilinear", "configuration": {"chunk_shapes": [[2]]}})),
     _Invalid("molrec_version_3", "meta.molrec_version is 3", "bad_version", ("N-0",), _frame_base,
              lambda p: _set_attr(p, "meta", "molrec_version", 3)),
     _Invalid("observable_without_meta", "observables/e without observables/meta/e", "bad_observable",

@@ -41,7 +41,7 @@ from .record.typed_json import TAG_NAMES, coerce_meta_value
 from .zarr.array import Array, write_group
 from .zarr.store import DirectoryStore
 
-__all__ = ["ENCODING", "FixtureInfo", "make_fixtures", "describe", "encode_column", "read_all",
+__all__ = ["ENCODING", "FixtureInfo", "make_fixtures", "summary", "describe", "encode_column", "read_all",
            "refusal_kind_of", "catalogue_markdown"]
 
 #: Names the sidecar encoding; bump when it changes.
@@ -1280,6 +1280,15 @@ def catalogue_markdown(infos: list[FixtureInfo]) -> str:
         if not i.valid:
             lines.append(f"| `{i.name}` | `{i.refusal_kind}` | {i.covers} | {', '.join(i.rules)} |")
     return "\n".join(lines) + "\n"
+
+
+def summary(out_dir, infos: list[FixtureInfo]) -> str:
+    """One line about a written catalogue (for ``tools/make_fixtures.py`` and ``mrec fixtures DIR``)."""
+    out = Path(out_dir)
+    sizes = [p.stat().st_size for p in out.rglob("*") if p.is_file()]
+    valid = sum(i.valid for i in infos)
+    return (f"{out}: {valid} valid and {len(infos) - valid} invalid fixtures, "
+            f"{len(sizes)} files, {sum(sizes)} bytes")
 
 
 def make_fixtures(out_dir) -> list[FixtureInfo]:

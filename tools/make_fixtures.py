@@ -11,16 +11,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mrec.fixtures import make_fixtures  # noqa: E402
+from mrec.fixtures import make_fixtures, summary  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
     out = Path(argv[0]) if argv else Path(__file__).resolve().parents[1] / "fixtures"
-    infos = make_fixtures(out)
-    files = [p for p in out.rglob("*") if p.is_file()]
-    valid = sum(i.valid for i in infos)
-    print(f"{out}: {valid} valid and {len(infos) - valid} invalid fixtures, "
-          f"{len(files)} files, {sum(p.stat().st_size for p in files)} bytes")
+    print(summary(out, make_fixtures(out)))
     return 0
 
 

@@ -212,8 +212,11 @@ class _Checker:
             node = nodes.get(name)
             if node is None:
                 if name == "meta":
-                    self.add("N-1.1b", self.where("meta"), "a record always has a meta group "
-                             "(written first, possibly an empty document)", "missing_section")
+                    # readers take a missing meta/ as an empty document (mrec-notes §1.1), so the store
+                    # stays readable: reported as a warning, not a failure
+                    self.add("N-1.1b", self.where("meta"), "writers always create a meta group "
+                             "(written first, possibly an empty document); readers read its absence as {}",
+                             "missing_section", "warning")
                 continue
             if not isinstance(node, GroupMetadata):
                 self.add("N-1.2", self.where(meta_key(name)), f"{name} is a group holding a document, found an "

@@ -41,7 +41,7 @@ row count) and is not part of the JSON.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -564,7 +564,14 @@ class SequenceSchema:
         return {b: {c: col.dtype for c, col in d.columns.items()} for b, d in self.blocks.items()}
 
     def frame(self, obj: Any) -> Frame:
-        """``obj`` as a Frame whose untyped integer lists take the declared dtypes (when exact)."""
+        """``obj`` as a Frame whose untyped integer lists take the declared dtypes (when exact)
+        and whose meta values take their declared tags (so ``[1.0, inf, 0.0]`` is an ``f64x3``,
+        not a json value inferred first and refused)."""
+        if (isinstance(obj, Mapping) and "blocks" in obj and isinstance(obj.get("meta"), Mapping)
+                and set(obj) <= {f.name for f in fields(Frame)}):
+            types = {k: self.meta[k].tag for k in obj["meta"] if k in self.meta}
+            types.update(obj.get("meta_types") or {})
+            obj = {**obj, "meta_types": types}
         return Frame.from_any(obj, dtype_hints=self.dtype_hints())
 
     def check_frame(self, frame: Any, path: str | None = None) -> None:

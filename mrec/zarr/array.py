@@ -20,6 +20,9 @@ from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
 
 
+_EMPTY = int(EMPTY)
+
+
 def meta_key(path: str) -> str:
     return posixpath.join(path, "zarr.json") if path else "zarr.json"
 
@@ -60,6 +63,9 @@ class Array:
         self.path = path
         self.meta = meta
         self._index_cache: dict[str, ShardIndex] = {}
+        # the last inner chunk decoded, keyed by (shard key, coord, offset, nbytes): a frame-by-frame
+        # read of small frames decodes each chunk once, and a re-landed chunk (new offset) misses
+        self._chunk_cache: tuple | None = None
         self.unverified_indexes: set[str] = set()   # shards read through an index whose crc failed
 
     # -- open / create ---------------------------------------------------------
@@ -238,6 +244,7 @@ class Array:
 
     def drop_cache(self) -> None:
         self._index_cache.clear()
+        self._chunk_cache = None
 
     def _read_shard_rows(self, key: str, r_lo: int, r_hi: int) -> np.ndarray | None:
         sh = self.sharding
@@ -247,24 +254,39 @@ class Array:
         m = self.meta
         shard_shape = m.chunk_shape
         ics = sh.chunk_shape
-        out = np.full((r_hi - r_lo, *shard_shape[1:]), m.fill_value, dtype=m.data_type.numpy)
         grid = index.offsets.shape
         where = self.store.describe(key)
-        inner_spec = ChunkSpec(ics, m.data_type, m.fill_value, where)
+        inner_spec = None
+        out = None
+        single = all(g == 1 for g in grid[1:])   # an inner chunk spans every trailing axis
         for i0 in range(r_lo // ics[0], -(-r_hi // ics[0])):
             lo0 = i0 * ics[0]
             a, b = max(r_lo, lo0) - lo0, min(r_hi, lo0 + ics[0]) - lo0
             for it in np.ndindex(*grid[1:]):
                 coord = (i0, *it)
-                if index.is_empty(coord):
-                    continue
                 off, n = int(index.offsets[coord]), int(index.nbytes[coord])
-                label = f"{where} inner chunk {list(coord)}"
-                raw = self.store.get_range(key, off, n)
-                if raw is None or len(raw) != n:
-                    got = 0 if raw is None else len(raw)
-                    raise CorruptionError(f"truncated shard: inner chunk {list(coord)} needs bytes {off}..{off + n}, got {got}", path=where)
-                chunk = sh.codecs.decode(raw, inner_spec.at(label))
+                if off == _EMPTY and n == _EMPTY:
+                    chunk = None
+                else:
+                    ck = (key, coord, off, n)
+                    cached = self._chunk_cache
+                    if cached is not None and cached[0] == ck:
+                        chunk = cached[1]
+                    else:
+                        raw = self.store.get_range(key, off, n)
+                        if raw is None or len(raw) != n:
+                            got = 0 if raw is None else len(raw)
+                            raise CorruptionError(f"truncated shard: inner chunk {list(coord)} needs bytes {off}..{off + n}, got {got}", path=where)
+                        if inner_spec is None:
+                            inner_spec = ChunkSpec(ics, m.data_type, m.fill_value, where)
+                        chunk = sh.codecs.decode(raw, inner_spec.at(f"{where} inner chunk {list(coord)}"))
+                        self._chunk_cache = (ck, chunk)
+                    if out is None and single and b - a == r_hi - r_lo:
+                        return chunk[a:b]          # the whole range in one inner chunk: the caller copies it
+                if out is None:
+                    out = np.full((r_hi - r_lo, *shard_shape[1:]), m.fill_value, dtype=m.data_type.numpy)
+                if chunk is None:
+                    continue
                 dst = [slice(lo0 + a - r_lo, lo0 + b - r_lo)]
                 dst += [slice(c * s, (c + 1) * s) for c, s in zip(it, ics[1:])]
                 out[tuple(dst)] = chunk[a:b]

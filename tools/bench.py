@@ -228,10 +228,6 @@ class Ceiling:
         return time.perf_counter() - t0
 
 
-def best(fn, repeat: int) -> float:
-    return min(fn() for _ in range(repeat))
-
-
 # -- mrec ----------------------------------------------------------------------------------------
 
 def mrec_write(wl: Workload, path: Path, p, *, flush_each: bool = False, flush_every=None) -> float:
@@ -265,16 +261,18 @@ def mrec_read_seq(path: Path) -> tuple[float, float]:
     return t1 - t0, t3 - t2
 
 
-def mrec_random(path: Path, idx) -> list[float]:
+def mrec_random(path: Path, idx, ceil: "Ceiling") -> tuple[list[float], list[float]]:
+    """Latencies of r[i] and, right after each, of decoding the same frame's chunks (the ceiling)."""
     r = mrec.TrajectoryReader(path)
     r[0]                                                    # shard indexes cached, as in any long read
-    out = []
+    out, one = [], []
     for i in idx:
         t0 = time.perf_counter()
         r[int(i)]
         out.append(time.perf_counter() - t0)
+        one.append(ceil.frame_latency(int(i)))
     r.close()
-    return out
+    return out, one
 
 
 # -- zarr-python -----------------------------------------------------------------------------------
@@ -401,23 +399,25 @@ def throughput(wl: Workload, args, work: Path) -> None:
     print(f"\n== {wl.name}: {wl.desc}")
     print(f"   layout: {rpc} rows/inner chunk ({rpc // wl.atoms} frames), {shard // rpc} chunks/shard, automatic flush "
           f"every {K} frames; input {wl.mb:.1f} MB of f64")
-    rep = args.repeat
     ceil = Ceiling(wl, wl.p)
-    t_cw = best(ceil.write, rep)
-    t_cr = best(ceil.read, rep)
     path = work / f"{wl.name}.mrec"
-    t_w = best(lambda: mrec_write(wl, path, wl.p), rep)
     nf = min(wl.frames, args.flush_frames)
     sub = wl.head(nf)
-    t_wf = mrec_write(sub, work / "flush.mrec", wl.p, flush_each=True)
-    shutil.rmtree(work / "flush.mrec", ignore_errors=True)
     ceil_sub = Ceiling(sub, wl.p)
-    t_cw_sub = best(ceil_sub.write, rep)
-    t_seq, t_col = min(mrec_read_seq(path) for _ in range(rep))
+    # each repetition times a baseline and its mrec figure back to back; best of each is kept
+    t_cw = t_w = t_cw_sub = t_wf = t_cr = t_seq = t_col = math.inf
+    for _ in range(args.repeat):
+        t_cw = min(t_cw, ceil.write())
+        t_w = min(t_w, mrec_write(wl, path, wl.p))
+        t_cw_sub = min(t_cw_sub, ceil_sub.write())
+        t_wf = min(t_wf, mrec_write(sub, work / "flush.mrec", wl.p, flush_each=True))
+        t_cr = min(t_cr, ceil.read())
+        a, b = mrec_read_seq(path)
+        t_seq, t_col = min(t_seq, a), min(t_col, b)
+    shutil.rmtree(work / "flush.mrec", ignore_errors=True)
     rng = np.random.default_rng(1)
     idx = rng.integers(0, wl.frames, size=args.random)
-    lat = mrec_random(path, idx)
-    one = [ceil.frame_latency(int(i)) for i in idx]
+    lat, one = mrec_random(path, idx, ceil)
     w_ceil, r_ceil = wl.mb / t_cw, wl.mb / t_cr
     w_mrec, w_flush = wl.mb / t_w, sub.mb / t_wf
     seq, col = wl.mb / t_seq, wl.mb / t_col
@@ -682,7 +682,7 @@ def main(argv=None) -> None:
     sub.add_parser("profile", help="cProfile of the small-frame writer")
     sub.add_parser("all", help="everything, then the issue's targets")
     args = ap.parse_args(argv)
-    args.repeat = args.repeat or (1 if args.quick else 2)
+    args.repeat = args.repeat or (2 if args.quick else 3)
     args.flush_frames = args.flush_frames or (200 if args.quick else 2000)
     args.peer_read_frames = args.peer_read_frames or (300 if args.quick else 2000)
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -10,6 +10,7 @@ start of the shard) rewritten in place — O(chunk + index) bytes per landing.
 """
 from __future__ import annotations
 
+import json
 import posixpath
 
 import numpy as np
@@ -21,6 +22,8 @@ from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
 
 
 _EMPTY = int(EMPTY)
+_SHAPE_MARK = "\x00mrec-shape\x00"
+_SHAPE_MARK_JSON = json.dumps(_SHAPE_MARK, ensure_ascii=False).encode("utf-8")
 
 
 def meta_key(path: str) -> str:
@@ -66,6 +69,7 @@ class Array:
         # the last inner chunk decoded, keyed by (shard key, coord, offset, nbytes): a frame-by-frame
         # read of small frames decodes each chunk once, and a re-landed chunk (new offset) misses
         self._chunk_cache: tuple | None = None
+        self._json_template: tuple | None = None     # see metadata_json
         self.unverified_indexes: set[str] = set()   # shards read through an index whose crc failed
 
     # -- open / create ---------------------------------------------------------
@@ -85,7 +89,29 @@ class Array:
         return arr
 
     def write_metadata(self, *, fsync: bool = False) -> None:
-        self.store.set(meta_key(self.path), json_dumps(self.meta.to_json()), fsync=fsync)
+        self.store.set(meta_key(self.path), self.metadata_json(), fsync=fsync)
+
+    def metadata_json(self) -> bytes:
+        """``json_dumps(self.meta.to_json())``, from a template kept per array.
+
+        An appending writer republishes zarr.json at every flush with only the shape changed;
+        the indented encoder is pure Python, so the rest of the document is encoded once and
+        the shape spliced in (byte-identical; anything unusual takes the plain path).
+        """
+        m = self.meta
+        key = (m.data_type, m.chunk_shape, m.codecs, repr(m.fill_value), m.chunk_key_encoding,
+               repr(m.attributes), m.dimension_names, repr(m.extra))
+        cached = self._json_template
+        if cached is None or cached[0] != key:
+            doc = m.to_json()
+            doc["shape"] = _SHAPE_MARK
+            parts = json_dumps(doc).split(_SHAPE_MARK_JSON)
+            cached = self._json_template = (key, parts if len(parts) == 2 else None)
+        parts = cached[1]
+        if parts is None:
+            return json_dumps(m.to_json())
+        shape = json_dumps(list(m.shape)).replace(b"\n", b"\n  ")    # "shape" sits one level deep
+        return parts[0] + shape + parts[1]
 
     def set_shape(self, shape, *, fsync: bool = False) -> None:
         """Grow or shrink (axis 0 or any axis) by an atomic replace of zarr.json."""

@@ -22,6 +22,14 @@ from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
 
 
 _EMPTY = int(EMPTY)
+
+
+def _cells(grid: tuple[int, ...]):
+    """np.ndindex(*grid), without building an iterator for the usual single cell."""
+    if all(g == 1 for g in grid):
+        return ((0,) * len(grid),)
+    return np.ndindex(*grid)
+
 _SHAPE_MARK = "\x00mrec-shape\x00"
 _SHAPE_MARK_JSON = json.dumps(_SHAPE_MARK, ensure_ascii=False).encode("utf-8")
 
@@ -70,6 +78,8 @@ class Array:
         # read of small frames decodes each chunk once, and a re-landed chunk (new offset) misses
         self._chunk_cache: tuple | None = None
         self._json_template: tuple | None = None     # see metadata_json
+        self._keys: dict[tuple, str] = {}               # chunk coords -> key, for one key encoding
+        self._keys_encoding = None
         self.unverified_indexes: set[str] = set()   # shards read through an index whose crc failed
 
     # -- open / create ---------------------------------------------------------
@@ -139,8 +149,14 @@ class Array:
         return self.meta.shape[0] if self.meta.shape else 1
 
     def chunk_key(self, coords) -> str:
-        k = self.meta.chunk_key_encoding.key(tuple(coords))
-        return posixpath.join(self.path, k) if self.path else k
+        coords = tuple(coords)
+        k = self._keys.get(coords)
+        if k is None or self._keys_encoding is not self.meta.chunk_key_encoding:
+            if self._keys_encoding is not self.meta.chunk_key_encoding or len(self._keys) >= 4096:
+                self._keys, self._keys_encoding = {}, self.meta.chunk_key_encoding
+            k = self.meta.chunk_key_encoding.key(coords)
+            k = self._keys[coords] = posixpath.join(self.path, k) if self.path else k
+        return k
 
     def chunk_spec(self, key: str) -> ChunkSpec:
         m = self.meta
@@ -188,16 +204,23 @@ class Array:
     def _read_range(self, start: int, stop: int) -> np.ndarray:
         m = self.meta
         cs = m.chunk_shape
-        out = np.full((stop - start, *m.shape[1:]), m.fill_value, dtype=m.data_type.numpy)
+        want, dtype = (stop - start, *m.shape[1:]), m.data_type.numpy
         if stop <= start or any(s == 0 for s in m.shape[1:]):
-            return out
+            return np.full(want, m.fill_value, dtype=dtype)
         trailing_grid = tuple(-(-s // c) for s, c in zip(m.shape[1:], cs[1:]))
-        for c0 in range(start // cs[0], -(-stop // cs[0])):
+        c_first, c_stop = start // cs[0], -(-stop // cs[0])
+        whole = c_stop - c_first == 1 and all(g == 1 for g in trailing_grid)   # one chunk holds the range
+        out = None
+        for c0 in range(c_first, c_stop):
             lo0 = c0 * cs[0]
             r_lo, r_hi = max(start, lo0) - lo0, min(stop, lo0 + cs[0]) - lo0
-            for ct in np.ndindex(*trailing_grid):
+            for ct in _cells(trailing_grid):
                 coords = (c0, *ct)
                 block = self._read_chunk_rows(coords, r_lo, r_hi)
+                if out is None:
+                    if whole and block is not None and block.shape == want and block.dtype == dtype:
+                        return block.copy()           # the one copy (a frame of a frame-aligned column)
+                    out = np.full(want, m.fill_value, dtype=dtype)
                 if block is None:
                     continue
                 dst = [slice(lo0 + r_lo - start, lo0 + r_hi - start)]
@@ -288,7 +311,7 @@ class Array:
         for i0 in range(r_lo // ics[0], -(-r_hi // ics[0])):
             lo0 = i0 * ics[0]
             a, b = max(r_lo, lo0) - lo0, min(r_hi, lo0 + ics[0]) - lo0
-            for it in np.ndindex(*grid[1:]):
+            for it in _cells(grid[1:]):
                 coord = (i0, *it)
                 off, n = int(index.offsets[coord]), int(index.nbytes[coord])
                 if off == _EMPTY and n == _EMPTY:

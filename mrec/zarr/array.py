@@ -469,7 +469,7 @@ class ShardedAppender:
                     pad = np.full((ir, *m.shape[1:]), m.fill_value, dtype=m.data_type.numpy)
                     pad[:len(rows)] = rows
                     rows = pad
-                for it in np.ndindex(*self.grid[1:]):
+                for it in _cells(self.grid[1:]):
                     sub = rows[(slice(None), *(slice(c * w, (c + 1) * w) for c, w in zip(it, inner_trailing)))]
                     if sub.shape[1:] != tuple(inner_trailing):
                         full = np.full((ir, *inner_trailing), m.fill_value, dtype=m.data_type.numpy)

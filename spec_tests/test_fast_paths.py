@@ -119,3 +119,35 @@ def test_a_vanished_directory_is_made_again(tmp_path):
     shutil.rmtree(tmp_path / "a")
     store.set("a/b/zarr.json", b"{}")
     assert store.get("a/b/zarr.json") == b"{}" and store.get("a/b/c") is None
+
+
+def test_compact_profile_is_opt_in_and_reads_like_the_reference(tmp_path):
+    import mrec
+    from mrec.errors import RefusalError
+    from mrec.zarr.array import Array
+    rng = np.random.default_rng(3)
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=700)
+    for c in "xyz":
+        s.declare_column("atoms", c, "f64", precision=1e-3)
+    frames = [{"blocks": {"atoms": {c: rng.uniform(0, 30, 700) for c in "xyz"}}} for _ in range(37)]
+    out = {}
+    for profile in ("reference", "compact"):
+        path = tmp_path / f"{profile}.mrec"
+        with mrec.TrajectoryWriter.create(path, s, profile=profile, durable=False) as w:
+            for f in frames:
+                w.append(f)
+        r = mrec.TrajectoryReader(path)
+        out[profile] = [r[i].blocks["atoms"]["x"] for i in range(len(r))], r.column("atoms", "y")
+        arr = Array.open(DirectoryStore(str(path)), "trajectory/atoms/x")
+        sh = arr.sharding
+        out[profile + " meta"] = sh.chunk_shape[0], [c.to_json() for c in sh.codecs.bytes_bytes]
+    assert out["reference meta"][0] == 2100                     # 3 frames: the 16 KiB rule
+    assert out["compact meta"][0] == 700 * 16
+    assert {"name": "zstd", "configuration": {"level": 19, "checksum": False}} in out["compact meta"][1]
+    for a, b in zip(out["reference"][0], out["compact"][0]):
+        assert np.array_equal(a, b)
+    assert np.array_equal(out["reference"][1], out["compact"][1])
+    with pytest.raises(RefusalError) as e:
+        mrec.TrajectoryWriter.create(tmp_path / "bad.mrec", s, profile="tiny")
+    assert e.value.kind == "bad_profile" and not (tmp_path / "bad.mrec").exists()

@@ -29,19 +29,26 @@ FIXED_CHUNK_TARGET = 512 * KiB
 FIXED_MAX_CHUNKS = 4
 FLUSH_TARGET = 4 * MiB
 MAX_FLUSH_FRAMES = 4096
+# the opt-in "compact" writer profile (not the reference extents): several frames per inner chunk,
+# so shuffle + zstd see each atom's bytes across frames, and a high zstd level; still the
+# must-decode codec set, and a frame is still inside one chunk
+PROFILES = ("reference", "compact")
+COMPACT_FRAMES_PER_CHUNK = 16
+COMPACT_ZSTD_LEVEL = 19
 
 
-def rows_per_chunk(frame_rows: int | None, narrowest_row_bytes: int) -> int:
+def rows_per_chunk(frame_rows: int | None, narrowest_row_bytes: int, min_frames: int = 1) -> int:
     """Smallest multiple of frame_rows >= max(frame_rows, ceil(16 KiB / row_bytes)).
 
     A block with frame_rows 0 (or unknown) takes max(1, ceil(16 KiB / row_bytes)).
-    A zero-width row (a trailing axis of length 0) counts as one byte.
+    A zero-width row (a trailing axis of length 0) counts as one byte.  ``min_frames``
+    (the compact profile) raises the floor to that many frames.
     """
     rb = max(1, narrowest_row_bytes)
     target = -(-COLUMN_CHUNK_TARGET // rb)
     if not frame_rows:
         return max(1, target)
-    need = max(frame_rows, target)
+    need = max(frame_rows * max(1, min_frames), target)
     return -(-need // frame_rows) * frame_rows
 
 

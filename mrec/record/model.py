@@ -22,7 +22,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import InitVar, dataclass, field, fields
-from typing import Any, Mapping, cast
+from collections.abc import Mapping
+from typing import Any, cast
 
 import numpy as np
 

@@ -18,6 +18,7 @@ applied literally (every conforming writer computes the same bytes).
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -56,7 +57,11 @@ def check_precision(p: Any, where: str | None = None, what: str = "precision") -
 
 def quantum(p: Any) -> float:
     """The quantum of precision ``p``: the largest power of two ``<= p`` (frexp rule)."""
-    value = check_precision(p)
+    return _quantum_of(check_precision(p))
+
+
+@functools.lru_cache(maxsize=256)
+def _quantum_of(value: float) -> float:
     _, e = math.frexp(value)
     return math.ldexp(1.0, e - 1)
 
@@ -78,16 +83,19 @@ def round_to_precision(values: Any, p: Any, what: str = "column") -> np.ndarray:
     """
     a = _as_f64(values, what)
     q = quantum(p)
-    with np.errstate(invalid="ignore"):
+    # one errstate for the whole computation (a writer calls this per column per frame): NaN / inf
+    # compare False; x / q of a kept huge x may overflow and is discarded; the literal binary64
+    # product may overflow (module docstring)
+    with np.errstate(invalid="ignore", over="ignore"):
         keep = ~(np.abs(a) < _TWO52 * q)  # NaN / inf compare False -> kept
-    if keep.all():
-        return a
-    r = np.divide(a, q, out=np.empty(a.shape, dtype=np.float64))
-    np.rint(r, out=r)  # ties to even, sign of zero preserved
-    with np.errstate(over="ignore"):  # the literal binary64 product (module docstring)
+        if keep.all():
+            return a
+        r = np.divide(a, q, out=np.empty(a.shape, dtype=np.float64))
+        np.rint(r, out=r)  # ties to even, sign of zero preserved
         np.multiply(r, q, out=r)
-    np.copyto(r, a, where=keep)
-    if r.dtype.byteorder == a.dtype.byteorder and np.array_equal(r.view(np.uint64), a.view(np.uint64)):
+    if keep.any():
+        np.copyto(r, a, where=keep)
+    if r.dtype.byteorder == a.dtype.byteorder and r.tobytes() == a.tobytes():   # bit for bit, C order
         return a
     return r
 

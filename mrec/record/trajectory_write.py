@@ -273,8 +273,10 @@ class TrajectoryWriter:
     # -- construction ---------------------------------------------------------------
     @classmethod
     def create(cls, path, schema, *, flush_every: int | None = None, compression=None, durable: bool = True,
-               meta: dict | None = None, fs=None) -> "TrajectoryWriter":
+               meta: dict | None = None, fs=None, profile: str = "reference") -> "TrajectoryWriter":
         path = os.fspath(path)
+        if profile not in X.PROFILES:
+            raise RefusalError(f"profile {profile!r} is not one of {', '.join(X.PROFILES)}", kind="bad_profile")
         if isinstance(schema, (Frame, dict)) and not isinstance(schema, SequenceSchema):
             schema = SequenceSchema.from_frame(Frame.from_any(schema))
         if not isinstance(schema, SequenceSchema):
@@ -298,6 +300,7 @@ class TrajectoryWriter:
             write_group(store, "meta", meta or {})                  # then meta/
             written.append("meta/zarr.json")
         w._acquire_lock()
+        w._use_profile(profile, compression)
         w._create_layout(written)
         w.flush_every = flush_every if flush_every is not None else w._auto_k()
         w._check_flush_every()
@@ -381,10 +384,20 @@ class TrajectoryWriter:
             self._locked = False
 
     # -- layout at creation -------------------------------------------------------------
+    profile = "reference"
+
+    def _use_profile(self, profile, compression) -> None:
+        """``compact``: COMPACT_FRAMES_PER_CHUNK frames per inner chunk and, unless a compression
+        is given, zstd at COMPACT_ZSTD_LEVEL (opt-in; a reader needs nothing to know of it)."""
+        self.profile = profile
+        if profile == "compact" and compression is None:
+            self.compression = X.Compression("zstd", X.COMPACT_ZSTD_LEVEL)
+
     def _block_extent(self, decl) -> tuple[int, dict[str, int]]:
         rbs = {c: row_bytes(cd.dtype, cd.trailing) for c, cd in decl.columns.items()}
         narrow = min(rbs.values()) if rbs else 1
-        return X.rows_per_chunk(decl.frame_rows, narrow), rbs
+        frames = X.COMPACT_FRAMES_PER_CHUNK if self.profile == "compact" else 1
+        return X.rows_per_chunk(decl.frame_rows, narrow, frames), rbs
 
     def _column_meta(self, decl, col: str, rpc: int, rb: int) -> ArrayMetadata:
         cd = decl.columns[col]

@@ -10,6 +10,7 @@ start of the shard) rewritten in place — O(chunk + index) bytes per landing.
 """
 from __future__ import annotations
 
+import json
 import posixpath
 
 import numpy as np
@@ -18,6 +19,19 @@ from ..errors import CorruptionError, MetadataError, StoreError
 from .codecs.base import ChunkSpec
 from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
+
+
+_EMPTY = int(EMPTY)
+
+
+def _cells(grid: tuple[int, ...]):
+    """np.ndindex(*grid), without building an iterator for the usual single cell."""
+    if all(g == 1 for g in grid):
+        return ((0,) * len(grid),)
+    return np.ndindex(*grid)
+
+_SHAPE_MARK = "\x00mrec-shape\x00"
+_SHAPE_MARK_JSON = json.dumps(_SHAPE_MARK, ensure_ascii=False).encode("utf-8")
 
 
 def meta_key(path: str) -> str:
@@ -60,6 +74,12 @@ class Array:
         self.path = path
         self.meta = meta
         self._index_cache: dict[str, ShardIndex] = {}
+        # the last inner chunk decoded, keyed by (shard key, coord, offset, nbytes): a frame-by-frame
+        # read of small frames decodes each chunk once, and a re-landed chunk (new offset) misses
+        self._chunk_cache: tuple | None = None
+        self._json_template: tuple | None = None     # see metadata_json
+        self._keys: dict[tuple, str] = {}               # chunk coords -> key, for one key encoding
+        self._keys_encoding = None
         self.unverified_indexes: set[str] = set()   # shards read through an index whose crc failed
 
     # -- open / create ---------------------------------------------------------
@@ -79,7 +99,29 @@ class Array:
         return arr
 
     def write_metadata(self, *, fsync: bool = False) -> None:
-        self.store.set(meta_key(self.path), json_dumps(self.meta.to_json()), fsync=fsync)
+        self.store.set(meta_key(self.path), self.metadata_json(), fsync=fsync)
+
+    def metadata_json(self) -> bytes:
+        """``json_dumps(self.meta.to_json())``, from a template kept per array.
+
+        An appending writer republishes zarr.json at every flush with only the shape changed;
+        the indented encoder is pure Python, so the rest of the document is encoded once and
+        the shape spliced in (byte-identical; anything unusual takes the plain path).
+        """
+        m = self.meta
+        key = (m.data_type, m.chunk_shape, m.codecs, repr(m.fill_value), m.chunk_key_encoding,
+               repr(m.attributes), m.dimension_names, repr(m.extra))
+        cached = self._json_template
+        if cached is None or cached[0] != key:
+            doc = m.to_json()
+            doc["shape"] = _SHAPE_MARK
+            parts = json_dumps(doc).split(_SHAPE_MARK_JSON)
+            cached = self._json_template = (key, parts if len(parts) == 2 else None)
+        parts = cached[1]
+        if parts is None:
+            return json_dumps(m.to_json())
+        shape = json_dumps(list(m.shape)).replace(b"\n", b"\n  ")    # "shape" sits one level deep
+        return parts[0] + shape + parts[1]
 
     def set_shape(self, shape, *, fsync: bool = False) -> None:
         """Grow or shrink (axis 0 or any axis) by an atomic replace of zarr.json."""
@@ -107,8 +149,14 @@ class Array:
         return self.meta.shape[0] if self.meta.shape else 1
 
     def chunk_key(self, coords) -> str:
-        k = self.meta.chunk_key_encoding.key(tuple(coords))
-        return posixpath.join(self.path, k) if self.path else k
+        coords = tuple(coords)
+        k = self._keys.get(coords)
+        if k is None or self._keys_encoding is not self.meta.chunk_key_encoding:
+            if self._keys_encoding is not self.meta.chunk_key_encoding or len(self._keys) >= 4096:
+                self._keys, self._keys_encoding = {}, self.meta.chunk_key_encoding
+            k = self.meta.chunk_key_encoding.key(coords)
+            k = self._keys[coords] = posixpath.join(self.path, k) if self.path else k
+        return k
 
     def chunk_spec(self, key: str) -> ChunkSpec:
         m = self.meta
@@ -156,16 +204,23 @@ class Array:
     def _read_range(self, start: int, stop: int) -> np.ndarray:
         m = self.meta
         cs = m.chunk_shape
-        out = np.full((stop - start, *m.shape[1:]), m.fill_value, dtype=m.data_type.numpy)
+        want, dtype = (stop - start, *m.shape[1:]), m.data_type.numpy
         if stop <= start or any(s == 0 for s in m.shape[1:]):
-            return out
+            return np.full(want, m.fill_value, dtype=dtype)
         trailing_grid = tuple(-(-s // c) for s, c in zip(m.shape[1:], cs[1:]))
-        for c0 in range(start // cs[0], -(-stop // cs[0])):
+        c_first, c_stop = start // cs[0], -(-stop // cs[0])
+        whole = c_stop - c_first == 1 and all(g == 1 for g in trailing_grid)   # one chunk holds the range
+        out = None
+        for c0 in range(c_first, c_stop):
             lo0 = c0 * cs[0]
             r_lo, r_hi = max(start, lo0) - lo0, min(stop, lo0 + cs[0]) - lo0
-            for ct in np.ndindex(*trailing_grid):
+            for ct in _cells(trailing_grid):
                 coords = (c0, *ct)
                 block = self._read_chunk_rows(coords, r_lo, r_hi)
+                if out is None:
+                    if whole and block is not None and block.shape == want and block.dtype == dtype:
+                        return block.copy()           # the one copy (a frame of a frame-aligned column)
+                    out = np.full(want, m.fill_value, dtype=dtype)
                 if block is None:
                     continue
                 dst = [slice(lo0 + r_lo - start, lo0 + r_hi - start)]
@@ -238,6 +293,7 @@ class Array:
 
     def drop_cache(self) -> None:
         self._index_cache.clear()
+        self._chunk_cache = None
 
     def _read_shard_rows(self, key: str, r_lo: int, r_hi: int) -> np.ndarray | None:
         sh = self.sharding
@@ -247,24 +303,39 @@ class Array:
         m = self.meta
         shard_shape = m.chunk_shape
         ics = sh.chunk_shape
-        out = np.full((r_hi - r_lo, *shard_shape[1:]), m.fill_value, dtype=m.data_type.numpy)
         grid = index.offsets.shape
         where = self.store.describe(key)
-        inner_spec = ChunkSpec(ics, m.data_type, m.fill_value, where)
+        inner_spec = None
+        out = None
+        single = all(g == 1 for g in grid[1:])   # an inner chunk spans every trailing axis
         for i0 in range(r_lo // ics[0], -(-r_hi // ics[0])):
             lo0 = i0 * ics[0]
             a, b = max(r_lo, lo0) - lo0, min(r_hi, lo0 + ics[0]) - lo0
-            for it in np.ndindex(*grid[1:]):
+            for it in _cells(grid[1:]):
                 coord = (i0, *it)
-                if index.is_empty(coord):
-                    continue
                 off, n = int(index.offsets[coord]), int(index.nbytes[coord])
-                label = f"{where} inner chunk {list(coord)}"
-                raw = self.store.get_range(key, off, n)
-                if raw is None or len(raw) != n:
-                    got = 0 if raw is None else len(raw)
-                    raise CorruptionError(f"truncated shard: inner chunk {list(coord)} needs bytes {off}..{off + n}, got {got}", path=where)
-                chunk = sh.codecs.decode(raw, inner_spec.at(label))
+                if off == _EMPTY and n == _EMPTY:
+                    chunk = None
+                else:
+                    ck = (key, coord, off, n)
+                    cached = self._chunk_cache
+                    if cached is not None and cached[0] == ck:
+                        chunk = cached[1]
+                    else:
+                        raw = self.store.get_range(key, off, n)
+                        if raw is None or len(raw) != n:
+                            got = 0 if raw is None else len(raw)
+                            raise CorruptionError(f"truncated shard: inner chunk {list(coord)} needs bytes {off}..{off + n}, got {got}", path=where)
+                        if inner_spec is None:
+                            inner_spec = ChunkSpec(ics, m.data_type, m.fill_value, where)
+                        chunk = sh.codecs.decode(raw, inner_spec.at(f"{where} inner chunk {list(coord)}"))
+                        self._chunk_cache = (ck, chunk)
+                    if out is None and single and b - a == r_hi - r_lo:
+                        return chunk[a:b]          # the whole range in one inner chunk: the caller copies it
+                if out is None:
+                    out = np.full((r_hi - r_lo, *shard_shape[1:]), m.fill_value, dtype=m.data_type.numpy)
+                if chunk is None:
+                    continue
                 dst = [slice(lo0 + a - r_lo, lo0 + b - r_lo)]
                 dst += [slice(c * s, (c + 1) * s) for c, s in zip(it, ics[1:])]
                 out[tuple(dst)] = chunk[a:b]
@@ -398,7 +469,7 @@ class ShardedAppender:
                     pad = np.full((ir, *m.shape[1:]), m.fill_value, dtype=m.data_type.numpy)
                     pad[:len(rows)] = rows
                     rows = pad
-                for it in np.ndindex(*self.grid[1:]):
+                for it in _cells(self.grid[1:]):
                     sub = rows[(slice(None), *(slice(c * w, (c + 1) * w) for c, w in zip(it, inner_trailing)))]
                     if sub.shape[1:] != tuple(inner_trailing):
                         full = np.full((ir, *inner_trailing), m.fill_value, dtype=m.data_type.numpy)

@@ -7,6 +7,7 @@ transpose.  Anything else is refused naming the array.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,7 +126,7 @@ class CodecPipeline:
             n = c.encoded_size(n) if n is not None else None
         return n
 
-    @property
+    @functools.cached_property
     def sharding(self):
         """The sharding codec when shards can be read by byte ranges, else None.
 

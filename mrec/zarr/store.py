@@ -71,12 +71,22 @@ class DirectoryStore(ReadableStore):
         self.root = os.fspath(root)
         self.fs = fs if fs is not None else DEFAULT_FS
         self.readonly = readonly
+        # an appending writer touches the same few keys at every landing: their checked paths and
+        # the directories known to exist are remembered (bounded; a vanished directory is re-made)
+        self._paths: dict[str, str] = {}
+        self._dirs: set[str] = set()
 
     def path(self, key: str) -> str:
         if key == "":
             return self.root
-        _check_key(key)
-        return os.path.join(self.root, *key.split("/"))
+        p = self._paths.get(key)
+        if p is None:
+            _check_key(key)
+            p = os.path.join(self.root, *key.split("/"))
+            if len(self._paths) >= 4096:
+                self._paths.clear()
+            self._paths[key] = p
+        return p
 
     # -- read --------------------------------------------------------------
     def get(self, key):
@@ -140,19 +150,35 @@ class DirectoryStore(ReadableStore):
 
     def _parent(self, key: str) -> None:
         parent = posixpath.dirname(key)
+        if parent in self._dirs:
+            return
         self.fs.makedirs(self.path(parent) if parent else self.root)
+        if len(self._dirs) >= 4096:
+            self._dirs.clear()
+        self._dirs.add(parent)
+
+    def _create(self, key: str, write) -> None:
+        """``write()`` after making the key's directory; once more if a remembered one has vanished."""
+        self._parent(key)
+        try:
+            write()
+        except FileNotFoundError:
+            if posixpath.dirname(key) not in self._dirs:
+                raise
+            self._dirs.clear()
+            self._parent(key)
+            write()
 
     def set(self, key: str, data: bytes, *, fsync: bool = False) -> None:
         """Atomic replace of a whole key (temp file + rename)."""
         self._writable()
-        self._parent(key)
-        self.fs.replace(self.path(key), bytes(data), fsync=fsync)
+        data = bytes(data)
+        self._create(key, lambda: self.fs.replace(self.path(key), data, fsync=fsync))
 
     def write_at(self, key: str, offset: int, data: bytes) -> None:
         """Positional write into a key, creating it; never truncates."""
         self._writable()
-        self._parent(key)
-        self.fs.write_at(self.path(key), offset, data)
+        self._create(key, lambda: self.fs.write_at(self.path(key), offset, data))
 
     def truncate(self, key: str, size: int) -> None:
         self._writable()

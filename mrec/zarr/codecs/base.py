@@ -6,6 +6,7 @@ Every codec is a frozen dataclass built from its ``zarr.json`` entry by
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -25,7 +26,7 @@ class ChunkSpec:
 
     @property
     def nbytes(self) -> int:
-        n = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        n = math.prod(self.shape)
         return n * (self.dtype.itemsize or 16)
 
     def with_shape(self, shape) -> "ChunkSpec":

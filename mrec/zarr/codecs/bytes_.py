@@ -1,6 +1,7 @@
 """``bytes``: fixed-size elements in C order, little or big endian."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +43,7 @@ class BytesCodec(ArrayBytesCodec):
 
     def decode(self, data, spec):
         disk = self._disk_dtype(spec)
-        n = int(np.prod(spec.shape, dtype=np.int64))
+        n = math.prod(spec.shape)
         if len(data) != n * disk.itemsize:
             raise CorruptionError(
                 f"chunk holds {len(data)} bytes, expected {n * disk.itemsize} for shape {list(spec.shape)} {spec.dtype.name}",

@@ -4,14 +4,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numcodecs import Shuffle as _NumcodecsShuffle
 
 from ...errors import CorruptionError, MetadataError
 from .base import BytesBytesCodec
+
+_native: dict[int, _NumcodecsShuffle] = {}
+
+
+def _whole(data, n: int):
+    """numcodecs' C shuffle for n when data is whole elements (it refuses a partial one), else None."""
+    if len(data) % n:
+        return None
+    codec = _native.get(n)
+    if codec is None:
+        codec = _native[n] = _NumcodecsShuffle(elementsize=n)
+    return codec
 
 
 def shuffle_bytes(data: bytes, n: int) -> bytes:
     if n <= 1 or not data:
         return bytes(data)
+    codec = _whole(data, n)
+    if codec is not None:
+        return bytes(codec.encode(data))
     a = np.frombuffer(data, dtype=np.uint8)
     body = len(a) - len(a) % n
     out = np.empty_like(a)
@@ -23,6 +39,9 @@ def shuffle_bytes(data: bytes, n: int) -> bytes:
 def unshuffle_bytes(data: bytes, n: int) -> bytes:
     if n <= 1 or not data:
         return bytes(data)
+    codec = _whole(data, n)
+    if codec is not None:
+        return bytes(codec.decode(data))
     a = np.frombuffer(data, dtype=np.uint8)
     body = len(a) - len(a) % n
     out = np.empty_like(a)

@@ -1,12 +1,31 @@
 """``zstd``: Zstandard frames (level, checksum)."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import zstandard
 
 from ...errors import CorruptionError, MetadataError
 from .base import BytesBytesCodec
+
+# Compression contexts are reused (creating one costs as much as encoding a 24 KB chunk) but
+# are not thread-safe: one set per thread.
+_contexts = threading.local()
+
+
+def _cached(key, make):
+    cache = getattr(_contexts, "cache", None)
+    if cache is None:
+        cache = _contexts.cache = {}
+    ctx = cache.get(key)
+    if ctx is None:
+        ctx = cache[key] = make()
+    return ctx
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    return _cached("d", zstandard.ZstdDecompressor)
 
 
 @dataclass(frozen=True)
@@ -30,7 +49,8 @@ class ZstdCodec(BytesBytesCodec):
         return {"name": "zstd", "configuration": {"level": self.level, "checksum": self.checksum}}
 
     def _compressor(self):
-        return zstandard.ZstdCompressor(level=self.level, write_checksum=self.checksum, write_content_size=True)
+        return _cached((self.level, self.checksum), lambda: zstandard.ZstdCompressor(
+            level=self.level, write_checksum=self.checksum, write_content_size=True))
 
     def encode(self, data):
         return self._compressor().compress(data)
@@ -38,8 +58,19 @@ class ZstdCodec(BytesBytesCodec):
     def decode(self, data, spec):
         if not len(data):
             raise CorruptionError("zstd chunk is empty (no frame)", path=spec.where)
+        dctx = _decompressor()
         try:
-            dctx = zstandard.ZstdDecompressor()
+            size = zstandard.frame_content_size(data)
+        except zstandard.ZstdError:
+            size = -1
+        if 0 <= size <= 4 * spec.nbytes + (1 << 20):
+            # one frame stating a plausible size (what every writer emits): decoded in one call,
+            # which refuses trailing bytes; anything else takes the frame-by-frame path below
+            try:
+                return dctx.decompress(data, allow_extra_data=False)
+            except (zstandard.ZstdError, TypeError):      # TypeError: zstandard < 0.24
+                pass
+        try:
             out = bytearray()
             view = memoryview(data)
             while view:

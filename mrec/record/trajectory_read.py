@@ -240,7 +240,9 @@ def _load_block(store, name: str, decl, nstep: int) -> BlockLayout:
         raise refuse("broken_index", "step_index present without offset", where)
     if si is not None:
         # arrays win over markers (a crash between the two writes)
-        n_si = si.shape[0]
+        # a prefix of ascending ordinals below nstep has at most nstep entries: entries past
+        # that are an uncommitted tail, never read (they may be torn after a power loss)
+        n_si = min(si.shape[0], nstep)
         full = _read_index_array(si, n_si, f"{where}/step_index")
         if len(full) > 1 and np.any(full[1:] <= full[:-1]):
             raise refuse("broken_index", "step_index is not strictly ascending", si.name)
@@ -324,7 +326,7 @@ def _load_box(store, nstep: int) -> BoxLayout:
     if si_arr is None:
         full = np.zeros(1, dtype=np.uint64)      # a trivial step_index may be omitted
     else:
-        full = _read_index_array(si_arr, si_arr.shape[0], f"{where}/step_index")
+        full = _read_index_array(si_arr, min(si_arr.shape[0], nstep), f"{where}/step_index")
         if len(full) > 1 and np.any(full[1:] <= full[:-1]):
             raise refuse("broken_index", "box step_index is not strictly ascending", si_arr.name)
     n = int(np.searchsorted(full, nstep, side="left"))

@@ -192,11 +192,14 @@ class _BlockState:
         return False
 
     def writers(self):
+        # the index lands first, offset before step_index: a step_index on disk implies its
+        # offset, and a regular block's columns never grow (read by uniform_rows) before the
+        # index that replaces its markers exists
+        if self.si is not None:
+            yield self.off
+            yield self.si
         yield from self.cols.values()
         yield from self.masks.values()
-        if self.si is not None:
-            yield self.si
-            yield self.off
 
 
 class _BoxState:
@@ -215,7 +218,9 @@ class _BoxState:
         self.history: list[Box] = []      # updates, kept only while needed for backfill of origin/boundary
 
     def writers(self):
-        for w in (self.si, self.vectors, self.origin, self.boundary):
+        # vectors last: box arrays are read only when vectors exist, so a crash between two
+        # of these publishes never shows vectors without the origin / boundary they need
+        for w in (self.si, self.origin, self.boundary, self.vectors):
             if w is not None:
                 yield w
 
@@ -447,9 +452,9 @@ class TrajectoryWriter:
             b.group_exists = True
             b.attrs = dict(bl.group.attributes)
             b.defined = bl.defined if (bl.n_updates or "cell_defined" in b.attrs) else None
-        if bl.n_updates:
+        if bl.n_updates or bl.vectors is not None:     # arrays of an uncommitted first update: reuse them
             b.n_updates = bl.n_updates
-            b.last = reader.box_at(n - 1)
+            b.last = reader.box_at(n - 1) if bl.n_updates else None
             if bl.attr_cell is not None:
                 b.mode = "attrs"
                 b.history = [bl.attr_cell]
@@ -458,7 +463,8 @@ class TrajectoryWriter:
                 b.si = self._open_writer(read_arr(st, f"{TRAJ}/box/step_index"), bl.n_updates)
                 if b.si is None:    # the trivial step_index was omitted: write it when the cell next changes
                     b.si = _Writer(Array(st, f"{TRAJ}/box/step_index", _dense_meta("u64")), 0, new=True)
-                    b.si.append(np.zeros(1, np.uint64))
+                    if bl.n_updates:
+                        b.si.append(np.zeros(1, np.uint64))
                 b.vectors = self._open_writer(bl.vectors, bl.n_updates)
                 b.origin = self._open_writer(bl.origin, bl.n_updates)
                 b.boundary = self._open_writer(bl.boundary, bl.n_updates)
@@ -752,6 +758,8 @@ class TrajectoryWriter:
             b.group_dirty = True
         if b.mode is None and i == 0 and _box_attrs(box) is not None:
             b.mode = "attrs"
+            for k in ("vectors", "origin", "boundary"):     # leftovers of an uncommitted first cell
+                b.attrs.pop(k, None)
             b.attrs.update(_box_attrs(box))
             b.group_dirty = True
             b.history = [box]

@@ -25,6 +25,7 @@ Prints the states checked per model and every violation; exits 1 on any.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -110,7 +111,7 @@ class Plan:
 
 def plans(quick: bool) -> list[Plan]:
     if quick:
-        return [Plan("quick", 1, 6, flush_every=2, explicit_every=3, reopen_at=(4,), box_every=2,
+        return [Plan("quick", 1, 5, flush_every=2, explicit_every=3, reopen_at=(4,), box_every=2,
                      irregular_from=3)]
     return [
         Plan("regular-auto", 11, 24, flush_every=3, explicit_every=0, ragged=False),
@@ -218,7 +219,8 @@ def commit_points(ops, root: str):
         elif op.kind == "fsync" and op.path == meta:
             synced = True
         elif op.kind == "fsync_dir" and op.path == traj and synced and last is not None:
-            durable.append((i, last))
+            if not durable or durable[-1][1] != last:
+                durable.append((i, last))
     return published, durable
 
 
@@ -279,9 +281,38 @@ def check_state(path: str, want: list[dict], lo: int, hi: int, allowed: set[int]
     return None
 
 
+def tree_digest(root: str) -> str:
+    h = hashlib.sha256()
+    for d, dirs, files in sorted(os.walk(root)):
+        dirs.sort()
+        h.update(os.path.relpath(d, root).encode() + b"\0")
+        for f in sorted(files):
+            h.update(f.encode() + b"\0")
+            with open(os.path.join(d, f), "rb") as fh:
+                h.update(hashlib.sha256(fh.read()).digest())
+    return h.hexdigest()
+
+
+class Checker:
+    """check_state, memoised on the state's bytes (many cuts leave identical trees)."""
+
+    def __init__(self, want):
+        self.want = want
+        self.memo: dict = {}
+        self.distinct = 0
+
+    def __call__(self, path: str, lo: int, hi: int, allowed: set[int]) -> str | None:
+        key = (tree_digest(path), lo, hi, frozenset(allowed))
+        if key not in self.memo:
+            self.distinct += 1
+            self.memo[key] = _guard(check_state, path, self.want, lo, hi, allowed)
+        return self.memo[key]
+
+
 def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int | None = None) -> int:
     t0 = time.time()
     counts = {"process": 0, "power": 0}
+    distinct = 0
     violations: list[str] = []
     work = tempfile.mkdtemp(prefix="mrec-crashcheck-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     try:
@@ -292,6 +323,7 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
             sim = CrashSimulator(ops, root)
             published, durable = commit_points(ops, root)
             want = expected_frames(frames)
+            check = Checker(want)
             cuts = range(len(ops) + 1)
             if limit_cuts:
                 cuts = range(0, len(ops) + 1, max(1, (len(ops) + 1) // limit_cuts))
@@ -305,7 +337,7 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
                     shutil.rmtree(dest, ignore_errors=True)
                     sim.materialise_process(cut, dest, stray_temp=stray)
                     counts["process"] += 1
-                    bad = _guard(check_state, dest, want, received, received, allowed)
+                    bad = check(dest, received, received, allowed)
                     if bad:
                         violations.append(f"[process] {plan.name} cut {cut}/{len(ops)} ({_op(ops, cut)})"
                                           f"{' +temp' if stray else ''}: {bad}")
@@ -316,9 +348,10 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
                     shutil.rmtree(dest, ignore_errors=True)
                     sim.materialise_power(cut, dest, seed=seed, ordered_metadata=ordered)
                     counts["power"] += 1
-                    bad = _guard(check_state, dest, want, must, received, allowed)
+                    bad = check(dest, must, received, allowed)
                     if bad:
                         violations.append(f"[power] {plan.name} cut {cut}/{len(ops)} ({_op(ops, cut)}) seed {seed}: {bad}")
+            distinct += check.distinct
             if verbose:
                 print(f"  {plan.name}: {len(ops)} ops, {len(frames)} frames, {len(published)} commits "
                       f"({len(durable)} durable)", flush=True)
@@ -326,7 +359,7 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
         shutil.rmtree(work, ignore_errors=True)
     model = "ordered metadata (journaling fs)" if ordered else "strict (only fsync orders)"
     print(f"crashcheck: process-crash states {counts['process']}, power-loss states {counts['power']} "
-          f"[{model}, {seeds} sampled seeds + 2 extremes per cut], violations {len(violations)}, "
+          f"[{model}, {seeds} sampled seeds + 2 extremes per cut], {distinct} distinct, violations {len(violations)}, "
           f"{time.time() - t0:.1f} s")
     for v in violations[: (None if verbose else 40)]:
         print("  " + v)

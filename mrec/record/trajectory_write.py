@@ -273,6 +273,7 @@ class TrajectoryWriter:
         self.traj_attrs: dict = {}
         self.flush_every = 1
         self._locked = False
+        self._unsynced: tuple[list, list] = ([], [])   # keys written by automatic flushes since the last fsync
 
     # -- construction ---------------------------------------------------------------
     @classmethod
@@ -865,8 +866,13 @@ class TrajectoryWriter:
         for path, attrs in groups:
             write_group(st, path, attrs)
             meta_keys.append(meta_key(path))
+        # a durable flush makes every frame up to it durable: files only automatic flushes
+        # touched since the last fsync are synced too
+        for pending, keys in zip(self._unsynced, (data_keys, meta_keys)):
+            pending.extend(k for k in keys if k not in pending)
         if durable:
-            self._sync(data_keys, meta_keys)
+            self._sync(*self._unsynced)
+            self._unsynced = ([], [])
         attrs = dict(self.traj_attrs)
         attrs["sequence_schema"] = self.schema.to_json() if "sequence_schema" not in attrs else attrs["sequence_schema"]
         attrs["nstep"] = self.nframes

@@ -16,6 +16,9 @@ import numpy as np
 
 from ..errors import CorruptionError, MetadataError, StoreError
 from .codecs.base import ChunkSpec
+from . import shardscan
+from .codecs.bytes_ import BytesCodec
+from .codecs.crc32c_ import Crc32cCodec
 from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
 
@@ -60,7 +63,8 @@ class Array:
         self.path = path
         self.meta = meta
         self._index_cache: dict[str, ShardIndex] = {}
-        self.unverified_indexes: set[str] = set()   # shards read through an index whose crc failed
+        self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
+        self._rebuild_reason: dict[str, str] = {}
 
     # -- open / create ---------------------------------------------------------
     @classmethod
@@ -204,37 +208,86 @@ class Array:
             raise CorruptionError(f"shard of {len(raw)} bytes is shorter than its {isize}-byte index", path=where)
         try:
             index = sh.decode_index(raw, grid, where)
+            torn = False
         except CorruptionError:
-            index = self._index_without_crc(raw, grid)
-            if index is not None:
+            if not shardscan.rebuildable(sh, grid):
+                index = self._index_without_crc(raw, grid)
+                if index is None:
+                    raise
                 self.unverified_indexes.add(key)
-            if index is None:
-                raise
+                self._index_cache[key] = index
+                return index
+            index, torn = None, True
+        if shardscan.rebuildable(sh, grid):
+            size = self.store.size(key)
+            # an index that does not end where the file ends is older than the chunks after it
+            # (a dropped or torn in-place rewrite) or points past the end: rebuild it in memory
+            if torn or max(index.data_end(), isize) != size:
+                end = None if torn else max(index.data_end(), isize)
+                self._rebuild_reason[key] = (
+                    "its shard index failed its crc32c" if torn else
+                    f"truncated shard: its index claims bytes up to {end}, the file holds {size}" if end > size else
+                    f"its index ends at byte {end}, the file at {size} (an index older than its chunks)")
+                index = self.rebuilt_index(key, raw, grid)
         self._index_cache[key] = index
         return index
+
+    def rebuilt_index(self, key: str, raw_index: bytes | None = None, grid=None) -> ShardIndex:
+        """The index of shard ``key`` rebuilt from the inner chunks that verify (see shardscan)."""
+        sh = self.sharding
+        grid = grid or sh.grid(self.meta.chunk_shape, self.name)
+        data = self.store.get(key) or b""
+        raw_index = raw_index if raw_index is not None else data[:sh.index_size(grid)]
+        entries = shardscan.raw_entries(sh, raw_index, grid) if len(raw_index) == sh.index_size(grid) else None
+        spec = ChunkSpec(sh.chunk_shape, self.meta.data_type, self.meta.fill_value, self.store.describe(key))
+        index, _ = shardscan.rebuild(sh, grid, spec, data, entries)
+        self.unverified_indexes.add(key)
+        return index
+
+    def _older_copy(self, key: str, coord, need: int, spec: ChunkSpec, exc: CorruptionError) -> np.ndarray:
+        """An earlier copy of a failing inner chunk that provably holds its first ``need`` rows.
+
+        A power loss can leave an index (rewritten in place) pointing at a re-encoded chunk
+        whose bytes never reached the disk, while an earlier copy — the one the durable
+        commit used — is still in the file.  That copy is used only when its rows up to
+        ``need`` are not the fill value (re-encoding only pads a partial chunk with fill),
+        so it cannot stand in for rows it never held: otherwise ``exc`` is raised.
+        """
+        sh = self.sharding
+        grid = sh.grid(self.meta.chunk_shape, self.name)
+        if key in self.unverified_indexes or not shardscan.rebuildable(sh, grid):
+            raise exc
+        data = self.store.get(key) or b""
+        isize = sh.index_size(grid)
+        index, _ = shardscan.rebuild(sh, grid, spec, data, shardscan.raw_entries(sh, data[:isize], grid)
+                                     if len(data) >= isize else None)
+        if index.is_empty(coord):
+            raise exc
+        off, n = int(index.offsets[coord]), int(index.nbytes[coord])
+        chunk = np.asarray(sh.codecs.decode(data[off:off + n], spec))
+        fill = np.full(chunk.shape[1:], self.meta.fill_value, dtype=chunk.dtype)
+        for r in range(need):
+            row = chunk[r]
+            same = (list(row.ravel()) == list(fill.ravel())) if chunk.dtype == object else row.tobytes() == fill.tobytes()
+            if same:
+                raise exc
+        return chunk
 
     def _index_without_crc(self, raw: bytes, grid) -> ShardIndex | None:
         """The entries of an index whose own crc32c fails, when every inner chunk carries one.
 
-        An index rewritten in place can be torn by a crash (a write interrupted at a page
-        or sector boundary): each 16-byte entry is then old or new, both pointing at
-        chunk bytes landed before the index, but the trailing checksum no longer matches.
-        Such an index is accepted only because every inner chunk read through it is
-        verified by its own crc32c (a wrong entry fails there, never reads wrong data).
+        For layouts :mod:`shardscan` does not rebuild (index at the end, several inner
+        chunks across a trailing axis): each entry is read as it is and every inner chunk
+        read through it is verified by its own crc32c (a wrong entry fails there).
         """
-        from .codecs.bytes_ import BytesCodec
-        from .codecs.crc32c_ import Crc32cCodec
         sh = self.sharding
         ix = sh.index_codecs
-        if not (isinstance(ix.array_bytes, BytesCodec) and not ix.array_array and
-                [type(c) for c in ix.bytes_bytes] == [Crc32cCodec]):
-            return None
         inner = sh.codecs
-        if not inner.bytes_bytes or not isinstance(inner.bytes_bytes[-1], Crc32cCodec):
+        if not (isinstance(ix.array_bytes, BytesCodec) and not ix.array_array
+                and [type(c) for c in ix.bytes_bytes] == [Crc32cCodec]
+                and inner.bytes_bytes and isinstance(inner.bytes_bytes[-1], Crc32cCodec)):
             return None
-        endian = "<" if ix.array_bytes.endian != "big" else ">"
-        arr = np.frombuffer(raw[:-4], dtype=f"{endian}u8").reshape(*grid, 2).astype(np.uint64)
-        return ShardIndex(np.ascontiguousarray(arr[..., 0]), np.ascontiguousarray(arr[..., 1]))
+        return shardscan.raw_entries(sh, raw, grid)
 
     def drop_cache(self) -> None:
         self._index_cache.clear()
@@ -257,14 +310,21 @@ class Array:
             for it in np.ndindex(*grid[1:]):
                 coord = (i0, *it)
                 if index.is_empty(coord):
+                    if key in self.unverified_indexes:
+                        why = self._rebuild_reason.get(key, "its shard index failed verification")
+                        raise CorruptionError(f"{why}, and no copy of inner chunk {list(coord)} verifies: "
+                                              "its rows are lost", path=where)
                     continue
                 off, n = int(index.offsets[coord]), int(index.nbytes[coord])
                 label = f"{where} inner chunk {list(coord)}"
                 raw = self.store.get_range(key, off, n)
-                if raw is None or len(raw) != n:
-                    got = 0 if raw is None else len(raw)
-                    raise CorruptionError(f"truncated shard: inner chunk {list(coord)} needs bytes {off}..{off + n}, got {got}", path=where)
-                chunk = sh.codecs.decode(raw, inner_spec.at(label))
+                try:
+                    if raw is None or len(raw) != n:
+                        got = 0 if raw is None else len(raw)
+                        raise CorruptionError(f"truncated shard: inner chunk {list(coord)} needs bytes {off}..{off + n}, got {got}", path=where)
+                    chunk = sh.codecs.decode(raw, inner_spec.at(label))
+                except CorruptionError as exc:
+                    chunk = self._older_copy(key, coord, b, inner_spec.at(label), exc)
                 dst = [slice(lo0 + a - r_lo, lo0 + b - r_lo)]
                 dst += [slice(c * s, (c + 1) * s) for c, s in zip(it, ics[1:])]
                 out[tuple(dst)] = chunk[a:b]

@@ -21,7 +21,7 @@ import struct
 
 import numpy as np
 
-from ..errors import RefusalError, StoreError
+from ..errors import CorruptionError, RefusalError, StoreError
 from ..zarr.array import Array, ShardedAppender, meta_key, read_node, write_group
 from ..zarr.dtypes import DATA_TYPES
 from ..zarr.metadata import ArrayMetadata, GroupMetadata, json_dumps
@@ -32,6 +32,7 @@ from .dtypes import numpy_dtype, row_bytes, zarr_data_type
 from .model import Box, Frame
 from .lock import parse_lock_pid, pid_alive
 from .precision import round_to_precision
+from .repair import repair_store
 from .schema import ABSENT, SequenceSchema
 from .trajectory_read import LOCK_NAME, TRAJ, load_layout, refuse, tag_layout, TrajectoryReader
 
@@ -323,6 +324,13 @@ class TrajectoryWriter:
         w = cls(store, layout.schema, durable=durable, compression=X.Compression.parse(compression))
         w._check_lock()
         w._acquire_lock()
+        w.repair_report = repair_store(store)           # torn / dropped shard index rewrites (mrec.repair)
+        if not w.repair_report.ok:
+            w._release_lock()
+            key, why = w.repair_report.unrecoverable[0]
+            raise CorruptionError(why, path=key)
+        if w.repair_report.repaired:
+            layout = load_layout(store)
         w._restore(layout)
         w.flush_every = flush_every if flush_every is not None else w._auto_k()
         w._check_flush_every()

@@ -163,7 +163,15 @@ def repair_store(store, *, dry_run: bool = False) -> RepairReport:
             entries = shardscan.raw_entries(sh, data[:isize], grid) if len(data) >= isize else None
             spec = ChunkSpec(sh.chunk_shape, arr.meta.data_type, arr.meta.fill_value, store.describe(key))
             index, _ = shardscan.rebuild(sh, grid, spec, data, entries)
-            lost = [c for c in range(needed) if index.is_empty((c,) + (0,) * (len(grid) - 1))]
+            tail = (len(grid) - 1) * (0,)
+            lost = [c for c in range(needed) if index.is_empty((c,) + tail)]
+            for c, *_ in sorted(getattr(index, "degraded", {})):
+                if c < needed and c not in lost:          # an older copy: does it hold the logical rows?
+                    off, nb = int(index.offsets[(c,) + tail]), int(index.nbytes[(c,) + tail])
+                    chunk = np.asarray(sh.codecs.decode(data[off:off + nb], spec))
+                    if not shardscan.trusted(index, (c,) + tail, chunk, min(rows_here - c * inner, inner),
+                                             arr.meta.fill_value):
+                        lost.append(c)
             if lost:
                 report.unrecoverable.append((store.describe(key), f"{why}; no copy of inner chunks {lost} verifies"))
                 continue

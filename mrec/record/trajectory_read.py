@@ -61,19 +61,34 @@ def _node(store, path):
     return read_node(store, path)
 
 
-def _array(store, path) -> Array | None:
+def _absent(store, path, lost_if_populated: bool) -> None:
+    """A node without zarr.json is absent — but one that must have been published before what
+    was read already (a block group, column or mask, made when the trajectory is created; box
+    step_index / origin / boundary, landed before vectors) has lost its zarr.json when its folder
+    holds files. Other nodes are first published after their chunks, so a crash legitimately
+    leaves data without a zarr.json for them."""
+    if lost_if_populated and store.list_dir(path):
+        raise refuse("broken_index", "zarr.json is missing, but the node's folder holds data",
+                     store.describe(f"{path}/zarr.json"))
+    return None
+
+
+def _array(store, path, *, lost_if_populated: bool = False) -> Array | None:
     node = _node(store, path)
     if node is None:
-        return None
+        return _absent(store, path, lost_if_populated)
     if not isinstance(node, ArrayMetadata):
         raise refuse("broken_index", "expected an array, found a group", store.describe(path))
-    return Array(store, path, node)
+    arr = Array(store, path, node)
+    sh = arr.sharding
+    arr.require_shards = sh is not None and sh.index_location == "start"   # written by appending: no shard skipped
+    return arr
 
 
-def _group(store, path) -> GroupMetadata | None:
+def _group(store, path, *, lost_if_populated: bool = False) -> GroupMetadata | None:
     node = _node(store, path)
     if node is None:
-        return None
+        return _absent(store, path, lost_if_populated)
     if not isinstance(node, GroupMetadata):
         raise refuse("broken_index", "expected a group, found an array", store.describe(path))
     return node
@@ -213,13 +228,13 @@ def _read_index_array(arr: Array | None, n: int, what: str) -> np.ndarray:
 
 def _load_block(store, name: str, decl, nstep: int) -> BlockLayout:
     path = f"{TRAJ}/{name}"
-    group = _group(store, path)
+    group = _group(store, path, lost_if_populated=True)
     b = BlockLayout(name, decl, group)
     if group is None:
         return b
     where = store.describe(path)
     for col, cdecl in decl.columns.items():
-        arr = _array(store, f"{path}/{col}")
+        arr = _array(store, f"{path}/{col}", lost_if_populated=True)
         if arr is None:
             continue
         dt = dtype_from_zarr(arr.meta.data_type.name, arr.name)
@@ -227,7 +242,7 @@ def _load_block(store, name: str, decl, nstep: int) -> BlockLayout:
             raise refuse("declaration_mismatch",
                          f"column is {dt}{list(arr.shape[1:])}, declared {cdecl.dtype}{list(cdecl.trailing)}", arr.name)
         b.columns[col] = arr
-        mask = _array(store, f"{path}/_validity/{col}")
+        mask = _array(store, f"{path}/_validity/{col}", lost_if_populated=cdecl.nullable)
         if mask is not None:
             if mask.meta.data_type.name != "bool" or mask.meta.ndim != 1:
                 raise refuse("bad_validity", f"mask is {mask.meta.data_type.name}{list(mask.shape[1:])}, expected bool[N]", mask.name)
@@ -237,7 +252,8 @@ def _load_block(store, name: str, decl, nstep: int) -> BlockLayout:
     si = _array(store, f"{path}/step_index")
     off = _array(store, f"{path}/offset")
     if si is not None and off is None:
-        raise refuse("broken_index", "step_index present without offset", where)
+        raise refuse("broken_index", "step_index present without offset (offset lands first: it was lost)",
+                     store.describe(f"{path}/offset/zarr.json"))
     if si is not None:
         # arrays win over markers (a crash between the two writes)
         # a prefix of ascending ordinals below nstep has at most nstep entries: entries past
@@ -308,6 +324,13 @@ def _load_box(store, nstep: int) -> BoxLayout:
     group = _group(store, path)
     bl = BoxLayout(group)
     if group is None:
+        si_arr = _array(store, f"{path}/step_index") if nstep else None
+        if si_arr is not None and si_arr.shape[0] and int(si_arr.read(slice(0, 1))[0]) < nstep \
+                and read_node(store, f"{path}/vectors") is not None:
+            # the group is written in the commit that first lands box arrays: committed arrays
+            # without it mean it was lost
+            raise refuse("broken_index", "box arrays hold committed cell updates but the group's zarr.json is missing",
+                         store.describe(f"{path}/zarr.json"))
         return bl
     where = store.describe(path)
     cd = group.attributes.get("cell_defined", True)
@@ -317,12 +340,17 @@ def _load_box(store, nstep: int) -> BoxLayout:
     vec = _array(store, f"{path}/vectors")
     if vec is None:
         cell = _box_from_attrs(group.attributes, cd, where)
+        si_arr = _array(store, f"{path}/step_index") if cell is None and nstep else None
+        if si_arr is not None and si_arr.shape[0] and int(si_arr.read(slice(0, 1))[0]) < nstep:
+            # vectors land last: a committed box step_index without them means vectors were lost
+            raise refuse("broken_index", "box step_index names committed cell updates but vectors is missing",
+                         store.describe(f"{path}/vectors/zarr.json"))
         if cell is not None and nstep > 0:
             bl.attr_cell = cell
             bl.step_index = np.zeros(1, dtype=np.uint64)
             bl.n_updates = 1
         return bl
-    si_arr = _array(store, f"{path}/step_index")
+    si_arr = _array(store, f"{path}/step_index", lost_if_populated=True)
     if si_arr is None:
         full = np.zeros(1, dtype=np.uint64)      # a trivial step_index may be omitted
     else:
@@ -333,8 +361,8 @@ def _load_box(store, nstep: int) -> BoxLayout:
     bl.step_index = full[:n]
     bl.n_updates = n
     bl.vectors = _logical(vec, n, "box vectors")
-    bl.origin = _array(store, f"{path}/origin")
-    bl.boundary = _array(store, f"{path}/boundary")
+    bl.origin = _array(store, f"{path}/origin", lost_if_populated=True)
+    bl.boundary = _array(store, f"{path}/boundary", lost_if_populated=True)
     for a in (bl.origin, bl.boundary):
         if a is not None:
             _logical(a, n, "box array")
@@ -412,7 +440,8 @@ def load_layout(store) -> Layout:
         if "time_progression" in attrs else None
     if step_prog is None:
         if nstep and step_arr is None:
-            raise refuse("broken_index", f"{nstep} frames but neither step_progression nor a step array", where)
+            raise refuse("broken_index", f"{nstep} frames but neither step_progression nor a step array",
+                         store.describe(f"{TRAJ}/step/zarr.json"))
         if step_arr is not None:
             _logical(step_arr, nstep, "step")
     time_arr = _array(store, f"{TRAJ}/time") if time_prog is None else None

@@ -65,6 +65,7 @@ class Array:
         self._index_cache: dict[str, ShardIndex] = {}
         self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
         self._rebuild_reason: dict[str, str] = {}
+        self.require_shards = False      # a missing shard file is corruption, not fill (appended arrays)
 
     # -- open / create ---------------------------------------------------------
     @classmethod
@@ -249,9 +250,9 @@ class Array:
 
         A power loss can leave an index (rewritten in place) pointing at a re-encoded chunk
         whose bytes never reached the disk, while an earlier copy — the one the durable
-        commit used — is still in the file.  That copy is used only when its rows up to
-        ``need`` are not the fill value (re-encoding only pads a partial chunk with fill),
-        so it cannot stand in for rows it never held: otherwise ``exc`` is raised.
+        commit used — is still in the file.  That copy is used only when its row
+        ``need - 1`` is not the fill value (re-encoding pads a partial chunk with fill, so
+        real rows are a prefix): it never stands in for rows it did not hold.
         """
         sh = self.sharding
         grid = sh.grid(self.meta.chunk_shape, self.name)
@@ -265,12 +266,8 @@ class Array:
             raise exc
         off, n = int(index.offsets[coord]), int(index.nbytes[coord])
         chunk = np.asarray(sh.codecs.decode(data[off:off + n], spec))
-        fill = np.full(chunk.shape[1:], self.meta.fill_value, dtype=chunk.dtype)
-        for r in range(need):
-            row = chunk[r]
-            same = (list(row.ravel()) == list(fill.ravel())) if chunk.dtype == object else row.tobytes() == fill.tobytes()
-            if same:
-                raise exc
+        if not shardscan.holds_rows(chunk, need, self.meta.fill_value):
+            raise exc
         return chunk
 
     def _index_without_crc(self, raw: bytes, grid) -> ShardIndex | None:
@@ -296,6 +293,9 @@ class Array:
         sh = self.sharding
         index = self.shard_index(key)
         if index is None:
+            if self.require_shards:
+                raise CorruptionError("shard file is missing, though rows of the array's shape lie in it",
+                                      path=self.store.describe(key))
             return None
         m = self.meta
         shard_shape = m.chunk_shape
@@ -323,6 +323,10 @@ class Array:
                         got = 0 if raw is None else len(raw)
                         raise CorruptionError(f"truncated shard: inner chunk {list(coord)} needs bytes {off}..{off + n}, got {got}", path=where)
                     chunk = sh.codecs.decode(raw, inner_spec.at(label))
+                    if not shardscan.trusted(index, coord, chunk, b, m.fill_value):
+                        why = self._rebuild_reason.get(key, "its shard index failed verification")
+                        raise CorruptionError(f"{why}; the newest copy of inner chunk {list(coord)} does not verify "
+                                              f"and the copy before it does not provably hold row {b - 1}", path=where)
                 except CorruptionError as exc:
                     chunk = self._older_copy(key, coord, b, inner_spec.at(label), exc)
                 dst = [slice(lo0 + a - r_lo, lo0 + b - r_lo)]

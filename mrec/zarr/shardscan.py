@@ -30,7 +30,7 @@ re-encoded chunk from the next chunk when both begin with bitwise the same row
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from crc32c import crc32c
@@ -121,8 +121,25 @@ def scan(sharding, spec: ChunkSpec, data: bytes, start: int, hints=()) -> list[B
     return out
 
 
+def holds_rows(chunk: np.ndarray, need: int, fill) -> bool:
+    """Whether an inner chunk's first ``need`` rows can be real data: its row ``need - 1`` is not
+    the fill value (re-encoding pads a partial chunk with fill, so real rows are a prefix)."""
+    if need <= 0:
+        return True
+    row = np.asarray(chunk[need - 1])
+    pad = np.full(row.shape, fill, dtype=chunk.dtype)
+    if chunk.dtype == object:
+        return list(row.ravel()) != list(pad.ravel())
+    return row.tobytes() != pad.tobytes()
+
+
 def rebuild(sharding, grid, spec: ChunkSpec, data: bytes, entries: ShardIndex | None) -> tuple[ShardIndex, list[Blob]]:
-    """The index the shard bytes ``data`` support (see the module doc), and the blobs found."""
+    """The index the shard bytes ``data`` support (see the module doc), and the blobs found.
+
+    ``index.degraded`` maps the coordinates whose chosen copy is older than one an entry
+    names but that does not verify, to how far that older copy can be trusted
+    (:func:`trusted_rows`): the newer copy may have held rows the older one lacks.
+    """
     isize = sharding.index_size(grid)
     n = grid[0]
     hints = []
@@ -151,4 +168,60 @@ def rebuild(sharding, grid, spec: ChunkSpec, data: bytes, entries: ShardIndex | 
     for c, b in latest.items():
         index.offsets[c] = b.offset
         index.nbytes[c] = b.nbytes
-    return index, blobs
+    verified = {(b.offset, b.nbytes) for b in blobs}
+    named: dict[int, tuple[int, int]] = {}
+    for (off, nb), c in anchors.items():
+        if (off, nb) not in verified and off > named.get(c, (-1, 0))[0]:
+            named[c] = (off, nb)
+    tail = (0,) * (len(grid) - 1)
+    degraded = {}
+    for c, (off, nb) in named.items():
+        if c in latest and off >= latest[c].offset + latest[c].nbytes:    # a newer copy lands after it
+            degraded[(c, *tail)] = _trust(sharding, spec, data, (latest[c].offset, latest[c].nbytes), (off, nb))
+    return _Rebuilt(index.offsets, index.nbytes, degraded), blobs
+
+
+ALL = -1        # trusted_rows: every row of the older copy
+
+
+def _trust(sharding, spec, data: bytes, old_at: tuple[int, int], new_at: tuple[int, int]) -> int | None:
+    """How many leading rows of the older copy agree with the newer copy that failed.
+
+    ``ALL`` when the newer copy never reached the disk (past the end of the file, or
+    zeros: a power loss before its sectors were written — the commit that needed it was
+    then not durable either).  For an uncompressed pipeline (bytes + crc32c) the bytes of
+    both copies are compared, ignoring the newer copy's part of any 512-byte sector that is
+    all zero (never written): the rows before the first real difference (a tear or a flipped bit)
+    are trusted.  None when the copies cannot be compared (then only :func:`holds_rows`).
+    """
+    (o_off, o_nb), (n_off, n_nb) = old_at, new_at
+    newer = data[n_off:n_off + n_nb]
+    if not newer or not any(newer):
+        return ALL
+    ab = sharding.codecs.array_bytes
+    if sharding.codecs.array_array or not isinstance(ab, BytesCodec) or len(sharding.codecs.bytes_bytes) != 1:
+        return None
+    row = int(np.prod(spec.shape[1:], dtype=np.int64)) * spec.dtype.numpy.itemsize
+    if not row:
+        return ALL
+    old_body = data[o_off:o_off + o_nb - 4]
+    new_body = newer[:n_nb - 4]
+    for i in range(min(len(old_body), len(new_body))):
+        if old_body[i] != new_body[i]:
+            sec = (n_off + i) // 512          # the newer copy's part of that sector never written?
+            if any(data[max(sec * 512, n_off):min((sec + 1) * 512, n_off + n_nb)]):
+                return i // row
+    return len(new_body) // row if len(new_body) < len(old_body) else ALL
+
+
+def trusted(index, coord, chunk, need: int, fill) -> bool:
+    """Whether rows ``[0, need)`` of ``chunk``, read through ``index``, can be trusted."""
+    how = getattr(index, "degraded", {}).get(tuple(coord), ALL)
+    if how is None:
+        return holds_rows(chunk, need, fill)
+    return how == ALL or need <= how
+
+
+@dataclass(frozen=True)
+class _Rebuilt(ShardIndex):
+    degraded: dict = field(default_factory=dict)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import MetadataError, RefusalError, StoreError
-from ..zarr.array import Array, read_node
+from ..zarr.array import MAX_READ_ELEMENTS, Array, read_node
 from ..zarr.metadata import ArrayMetadata, GroupMetadata
 from ..zarr.store import DirectoryStore
 from . import typed_json
@@ -145,6 +145,8 @@ class BlockLayout:
     def ordinals(self) -> np.ndarray:
         if self.regular:
             return np.arange(self.n_updates, dtype=np.uint64)
+        if self.step_index is None:          # declared, never presented
+            return np.zeros(0, dtype=np.uint64)
         return self.step_index[: self.n_updates]
 
     def counts(self) -> np.ndarray:
@@ -186,8 +188,14 @@ class Layout:
     box: BoxLayout
     blocks: dict[str, BlockLayout]
 
+    def _materialise(self, what: str) -> int:
+        if self.nstep > MAX_READ_ELEMENTS:
+            raise RefusalError(f"{what} of {self.nstep} frames exceeds {MAX_READ_ELEMENTS} elements",
+                               path=self.store.describe(TRAJ), kind="too_large")
+        return self.nstep
+
     def steps(self) -> np.ndarray:
-        n = self.nstep
+        n = self._materialise("steps")
         if self.step_prog is not None:
             start, stride = self.step_prog.start, self.step_prog.stride or 0
             return start + stride * np.arange(n, dtype=np.int64)
@@ -196,7 +204,7 @@ class Layout:
         return np.zeros(0, dtype=np.int64)
 
     def times(self) -> np.ndarray | None:
-        n = self.nstep
+        n = self._materialise("times")
         if self.time_prog is not None:
             start, stride = float(self.time_prog.start), float(self.time_prog.stride or 0.0)
             return np.float64(start) + np.arange(n, dtype=np.float64) * np.float64(stride)
@@ -212,6 +220,8 @@ def _progression(v, name: str, nstep: int, path: str, *, integer: bool) -> Progr
     ok = _is_int if integer else (lambda x: isinstance(x, (int, float)) and not isinstance(x, bool))
     if not ok(start) or (stride is not None and not ok(stride)):
         raise refuse("broken_index", f"{name} {v!r} holds a non-{'integer' if integer else 'number'} start or stride", path)
+    if integer and not all(-(2**63) <= x < 2**63 for x in (start, stride or 0, start + (stride or 0) * max(nstep - 1, 0))):
+        raise refuse("broken_index", f"{name} {v!r} leaves the i64 range within {nstep} frames", path)
     if nstep >= 2 and stride is None:
         raise refuse("broken_index", f"{name} lacks a stride for {nstep} frames", path)
     return Progression(start, stride)

@@ -14,7 +14,7 @@ import posixpath
 
 import numpy as np
 
-from ..errors import CorruptionError, MetadataError, StoreError
+from ..errors import CorruptionError, MetadataError, RefusalError, StoreError
 from .codecs.base import ChunkSpec
 from . import shardscan
 from .codecs.bytes_ import BytesCodec
@@ -53,6 +53,18 @@ def _as_rows(data: np.ndarray, meta: ArrayMetadata) -> np.ndarray:
                 raise MetadataError(f"data of dtype {arr.dtype} does not match array type {dt.name}")
             arr = arr.astype(dt.numpy)
     return arr
+
+
+MAX_READ_ELEMENTS = 2**31     # one read never allocates more (16 GiB of float64)
+
+
+def _check_alloc(shape, where: str) -> None:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    if n > MAX_READ_ELEMENTS:
+        raise RefusalError(f"a read of shape {list(shape)} ({n} elements) exceeds {MAX_READ_ELEMENTS} elements: "
+                           "read a smaller range", path=where, kind="too_large")
 
 
 class Array:
@@ -161,6 +173,7 @@ class Array:
     def _read_range(self, start: int, stop: int) -> np.ndarray:
         m = self.meta
         cs = m.chunk_shape
+        _check_alloc((stop - start, *m.shape[1:]), self.name)
         out = np.full((stop - start, *m.shape[1:]), m.fill_value, dtype=m.data_type.numpy)
         if stop <= start or any(s == 0 for s in m.shape[1:]):
             return out
@@ -300,6 +313,7 @@ class Array:
         m = self.meta
         shard_shape = m.chunk_shape
         ics = sh.chunk_shape
+        _check_alloc((r_hi - r_lo, *shard_shape[1:]), self.store.describe(key))
         out = np.full((r_hi - r_lo, *shard_shape[1:]), m.fill_value, dtype=m.data_type.numpy)
         grid = index.offsets.shape
         where = self.store.describe(key)

@@ -18,6 +18,7 @@ from .pipeline import CodecPipeline
 
 MAX_RANK = 32
 MAX_DIM = 2**62
+MAX_SHARD_ENTRIES = 2**24     # a 256 MiB shard index (the reference writer clamps at 4096)
 
 _ARRAY_KEYS = {"zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",
                "fill_value", "codecs", "attributes", "dimension_names", "storage_transformers"}
@@ -195,7 +196,12 @@ def _check_pipeline(p: CodecPipeline, dt: DataType, chunk_shape, where: str) -> 
             shape = list(c.resolve(_fake_spec(shape, dt)).shape)
         if len(ab.chunk_shape) != len(shape):
             raise MetadataError(f"sharding chunk_shape {list(ab.chunk_shape)} does not match rank {len(shape)}", path=where)
-        ab.grid(tuple(shape), where)
+        grid = ab.grid(tuple(shape), where)
+        entries = 1
+        for g in grid:
+            entries *= g
+        if entries > MAX_SHARD_ENTRIES:
+            raise MetadataError(f"a shard of {entries} inner chunks: its index would exceed {MAX_SHARD_ENTRIES} entries", path=where)
         _check_pipeline(ab.codecs, dt, ab.chunk_shape, where)
     elif isinstance(ab, VlenUtf8Codec) and not dt.is_string:
         raise MetadataError(f"vlen-utf8 cannot serialise {dt.name}", path=where)

@@ -60,6 +60,8 @@ class ChunkKeyEncoding:
             raise MetadataError(f"chunk_key_encoding {v!r} is not an object", path=where)
         name = v.get("name")
         conf = v.get("configuration") or {}
+        if not isinstance(conf, dict):
+            raise MetadataError(f"chunk_key_encoding configuration {conf!r} is not an object", path=where)
         if name not in ("default", "v2"):
             raise UnsupportedError(f"chunk_key_encoding {name!r} is not 'default' or 'v2'", path=where)
         sep = conf.get("separator", "/" if name == "default" else ".")
@@ -144,7 +146,10 @@ class ArrayMetadata:
         grid = doc["chunk_grid"]
         if not isinstance(grid, dict) or grid.get("name") != "regular":
             raise UnsupportedError(f"chunk_grid {grid!r} is not regular", path=where)
-        chunk_shape = _int_list((grid.get("configuration") or {}).get("chunk_shape"), where, "chunk_shape", positive=True)
+        gconf = grid.get("configuration") or {}
+        if not isinstance(gconf, dict):
+            raise MetadataError(f"chunk_grid configuration {gconf!r} is not an object", path=where)
+        chunk_shape = _int_list(gconf.get("chunk_shape"), where, "chunk_shape", positive=True)
         if len(chunk_shape) != len(shape):
             raise MetadataError(f"chunk_shape {list(chunk_shape)} does not match shape {list(shape)}", path=where)
         n_chunks = 1

@@ -1,7 +1,6 @@
 """Torn / dropped shard-index rewrites: detection, rebuild, mrec.repair, and the landing-order analysis."""
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
 import subprocess
@@ -21,13 +20,7 @@ from mrec.zarr.store import DirectoryStore
 SECTOR = 512
 
 
-def tree(root):
-    out = {}
-    for d, _, files in os.walk(root):
-        for f in files:
-            p = os.path.join(d, f)
-            out[os.path.relpath(p, root)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
-    return out
+from test_traj_engine import tree_hash as tree  # noqa: E402  (spec_tests is on sys.path under pytest)
 
 
 def _store(tmp_path, n=7, flush=True):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import MetadataError, RefusalError, StoreError
-from ..zarr.array import Array, read_node
+from ..zarr.array import MAX_READ_ELEMENTS, Array, read_node
 from ..zarr.metadata import ArrayMetadata, GroupMetadata
 from ..zarr.store import DirectoryStore
 from . import typed_json
@@ -61,19 +61,34 @@ def _node(store, path):
     return read_node(store, path)
 
 
-def _array(store, path) -> Array | None:
+def _absent(store, path, lost_if_populated: bool) -> None:
+    """A node without zarr.json is absent — but one that must have been published before what
+    was read already (a block group, column or mask, made when the trajectory is created; box
+    step_index / origin / boundary, landed before vectors) has lost its zarr.json when its folder
+    holds files. Other nodes are first published after their chunks, so a crash legitimately
+    leaves data without a zarr.json for them."""
+    if lost_if_populated and store.list_dir(path):
+        raise refuse("broken_index", "zarr.json is missing, but the node's folder holds data",
+                     store.describe(f"{path}/zarr.json"))
+    return None
+
+
+def _array(store, path, *, lost_if_populated: bool = False) -> Array | None:
     node = _node(store, path)
     if node is None:
-        return None
+        return _absent(store, path, lost_if_populated)
     if not isinstance(node, ArrayMetadata):
         raise refuse("broken_index", "expected an array, found a group", store.describe(path))
-    return Array(store, path, node)
+    arr = Array(store, path, node)
+    sh = arr.sharding
+    arr.require_shards = sh is not None and sh.index_location == "start"   # written by appending: no shard skipped
+    return arr
 
 
-def _group(store, path) -> GroupMetadata | None:
+def _group(store, path, *, lost_if_populated: bool = False) -> GroupMetadata | None:
     node = _node(store, path)
     if node is None:
-        return None
+        return _absent(store, path, lost_if_populated)
     if not isinstance(node, GroupMetadata):
         raise refuse("broken_index", "expected a group, found an array", store.describe(path))
     return node
@@ -130,6 +145,8 @@ class BlockLayout:
     def ordinals(self) -> np.ndarray:
         if self.regular:
             return np.arange(self.n_updates, dtype=np.uint64)
+        if self.step_index is None:          # declared, never presented
+            return np.zeros(0, dtype=np.uint64)
         return self.step_index[: self.n_updates]
 
     def counts(self) -> np.ndarray:
@@ -171,8 +188,14 @@ class Layout:
     box: BoxLayout
     blocks: dict[str, BlockLayout]
 
+    def _materialise(self, what: str) -> int:
+        if self.nstep > MAX_READ_ELEMENTS:
+            raise RefusalError(f"{what} of {self.nstep} frames exceeds {MAX_READ_ELEMENTS} elements",
+                               path=self.store.describe(TRAJ), kind="too_large")
+        return self.nstep
+
     def steps(self) -> np.ndarray:
-        n = self.nstep
+        n = self._materialise("steps")
         if self.step_prog is not None:
             start, stride = self.step_prog.start, self.step_prog.stride or 0
             return start + stride * np.arange(n, dtype=np.int64)
@@ -181,7 +204,7 @@ class Layout:
         return np.zeros(0, dtype=np.int64)
 
     def times(self) -> np.ndarray | None:
-        n = self.nstep
+        n = self._materialise("times")
         if self.time_prog is not None:
             start, stride = float(self.time_prog.start), float(self.time_prog.stride or 0.0)
             return np.float64(start) + np.arange(n, dtype=np.float64) * np.float64(stride)
@@ -197,6 +220,8 @@ def _progression(v, name: str, nstep: int, path: str, *, integer: bool) -> Progr
     ok = _is_int if integer else (lambda x: isinstance(x, (int, float)) and not isinstance(x, bool))
     if not ok(start) or (stride is not None and not ok(stride)):
         raise refuse("broken_index", f"{name} {v!r} holds a non-{'integer' if integer else 'number'} start or stride", path)
+    if integer and not all(-(2**63) <= x < 2**63 for x in (start, stride or 0, start + (stride or 0) * max(nstep - 1, 0))):
+        raise refuse("broken_index", f"{name} {v!r} leaves the i64 range within {nstep} frames", path)
     if nstep >= 2 and stride is None:
         raise refuse("broken_index", f"{name} lacks a stride for {nstep} frames", path)
     return Progression(start, stride)
@@ -213,13 +238,13 @@ def _read_index_array(arr: Array | None, n: int, what: str) -> np.ndarray:
 
 def _load_block(store, name: str, decl, nstep: int) -> BlockLayout:
     path = f"{TRAJ}/{name}"
-    group = _group(store, path)
+    group = _group(store, path, lost_if_populated=True)
     b = BlockLayout(name, decl, group)
     if group is None:
         return b
     where = store.describe(path)
     for col, cdecl in decl.columns.items():
-        arr = _array(store, f"{path}/{col}")
+        arr = _array(store, f"{path}/{col}", lost_if_populated=True)
         if arr is None:
             continue
         dt = dtype_from_zarr(arr.meta.data_type.name, arr.name)
@@ -227,7 +252,7 @@ def _load_block(store, name: str, decl, nstep: int) -> BlockLayout:
             raise refuse("declaration_mismatch",
                          f"column is {dt}{list(arr.shape[1:])}, declared {cdecl.dtype}{list(cdecl.trailing)}", arr.name)
         b.columns[col] = arr
-        mask = _array(store, f"{path}/_validity/{col}")
+        mask = _array(store, f"{path}/_validity/{col}", lost_if_populated=cdecl.nullable)
         if mask is not None:
             if mask.meta.data_type.name != "bool" or mask.meta.ndim != 1:
                 raise refuse("bad_validity", f"mask is {mask.meta.data_type.name}{list(mask.shape[1:])}, expected bool[N]", mask.name)
@@ -237,10 +262,13 @@ def _load_block(store, name: str, decl, nstep: int) -> BlockLayout:
     si = _array(store, f"{path}/step_index")
     off = _array(store, f"{path}/offset")
     if si is not None and off is None:
-        raise refuse("broken_index", "step_index present without offset", where)
+        raise refuse("broken_index", "step_index present without offset (offset lands first: it was lost)",
+                     store.describe(f"{path}/offset/zarr.json"))
     if si is not None:
         # arrays win over markers (a crash between the two writes)
-        n_si = si.shape[0]
+        # a prefix of ascending ordinals below nstep has at most nstep entries: entries past
+        # that are an uncommitted tail, never read (they may be torn after a power loss)
+        n_si = min(si.shape[0], nstep)
         full = _read_index_array(si, n_si, f"{where}/step_index")
         if len(full) > 1 and np.any(full[1:] <= full[:-1]):
             raise refuse("broken_index", "step_index is not strictly ascending", si.name)
@@ -306,6 +334,13 @@ def _load_box(store, nstep: int) -> BoxLayout:
     group = _group(store, path)
     bl = BoxLayout(group)
     if group is None:
+        si_arr = _array(store, f"{path}/step_index") if nstep else None
+        if si_arr is not None and si_arr.shape[0] and int(si_arr.read(slice(0, 1))[0]) < nstep \
+                and read_node(store, f"{path}/vectors") is not None:
+            # the group is written in the commit that first lands box arrays: committed arrays
+            # without it mean it was lost
+            raise refuse("broken_index", "box arrays hold committed cell updates but the group's zarr.json is missing",
+                         store.describe(f"{path}/zarr.json"))
         return bl
     where = store.describe(path)
     cd = group.attributes.get("cell_defined", True)
@@ -315,24 +350,29 @@ def _load_box(store, nstep: int) -> BoxLayout:
     vec = _array(store, f"{path}/vectors")
     if vec is None:
         cell = _box_from_attrs(group.attributes, cd, where)
+        si_arr = _array(store, f"{path}/step_index") if cell is None and nstep else None
+        if si_arr is not None and si_arr.shape[0] and int(si_arr.read(slice(0, 1))[0]) < nstep:
+            # vectors land last: a committed box step_index without them means vectors were lost
+            raise refuse("broken_index", "box step_index names committed cell updates but vectors is missing",
+                         store.describe(f"{path}/vectors/zarr.json"))
         if cell is not None and nstep > 0:
             bl.attr_cell = cell
             bl.step_index = np.zeros(1, dtype=np.uint64)
             bl.n_updates = 1
         return bl
-    si_arr = _array(store, f"{path}/step_index")
+    si_arr = _array(store, f"{path}/step_index", lost_if_populated=True)
     if si_arr is None:
         full = np.zeros(1, dtype=np.uint64)      # a trivial step_index may be omitted
     else:
-        full = _read_index_array(si_arr, si_arr.shape[0], f"{where}/step_index")
+        full = _read_index_array(si_arr, min(si_arr.shape[0], nstep), f"{where}/step_index")
         if len(full) > 1 and np.any(full[1:] <= full[:-1]):
             raise refuse("broken_index", "box step_index is not strictly ascending", si_arr.name)
     n = int(np.searchsorted(full, nstep, side="left"))
     bl.step_index = full[:n]
     bl.n_updates = n
     bl.vectors = _logical(vec, n, "box vectors")
-    bl.origin = _array(store, f"{path}/origin")
-    bl.boundary = _array(store, f"{path}/boundary")
+    bl.origin = _array(store, f"{path}/origin", lost_if_populated=True)
+    bl.boundary = _array(store, f"{path}/boundary", lost_if_populated=True)
     for a in (bl.origin, bl.boundary):
         if a is not None:
             _logical(a, n, "box array")
@@ -410,7 +450,8 @@ def load_layout(store) -> Layout:
         if "time_progression" in attrs else None
     if step_prog is None:
         if nstep and step_arr is None:
-            raise refuse("broken_index", f"{nstep} frames but neither step_progression nor a step array", where)
+            raise refuse("broken_index", f"{nstep} frames but neither step_progression nor a step array",
+                         store.describe(f"{TRAJ}/step/zarr.json"))
         if step_arr is not None:
             _logical(step_arr, nstep, "step")
     time_arr = _array(store, f"{TRAJ}/time") if time_prog is None else None

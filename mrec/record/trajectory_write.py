@@ -21,7 +21,7 @@ import struct
 
 import numpy as np
 
-from ..errors import RefusalError, StoreError
+from ..errors import CorruptionError, RefusalError, StoreError
 from ..zarr.array import Array, ShardedAppender, meta_key, read_node, write_group
 from ..zarr.dtypes import DATA_TYPES
 from ..zarr.metadata import ArrayMetadata, GroupMetadata, json_dumps
@@ -32,6 +32,7 @@ from .dtypes import numpy_dtype, row_bytes, zarr_data_type
 from .model import Box, Frame
 from .lock import parse_lock_pid, pid_alive
 from .precision import round_to_precision
+from .repair import repair_store
 from .schema import ABSENT, SequenceSchema
 from .trajectory_read import LOCK_NAME, TRAJ, load_layout, refuse, tag_layout, TrajectoryReader
 
@@ -192,11 +193,14 @@ class _BlockState:
         return False
 
     def writers(self):
+        # the index lands first, offset before step_index: a step_index on disk implies its
+        # offset, and a regular block's columns never grow (read by uniform_rows) before the
+        # index that replaces its markers exists
+        if self.si is not None:
+            yield self.off
+            yield self.si
         yield from self.cols.values()
         yield from self.masks.values()
-        if self.si is not None:
-            yield self.si
-            yield self.off
 
 
 class _BoxState:
@@ -215,7 +219,9 @@ class _BoxState:
         self.history: list[Box] = []      # updates, kept only while needed for backfill of origin/boundary
 
     def writers(self):
-        for w in (self.si, self.vectors, self.origin, self.boundary):
+        # vectors last: box arrays are read only when vectors exist, so a crash between two
+        # of these publishes never shows vectors without the origin / boundary they need
+        for w in (self.si, self.origin, self.boundary, self.vectors):
             if w is not None:
                 yield w
 
@@ -269,6 +275,7 @@ class TrajectoryWriter:
         self.flush_every = 1
         self._locked = False
         self.system: dict[str, tuple[int, np.ndarray | None]] = {}   # block -> (rows, id) of system/
+        self._unsynced: tuple[list, list] = ([], [])   # keys written by automatic flushes since the last fsync
 
     # -- construction ---------------------------------------------------------------
     @classmethod
@@ -323,6 +330,13 @@ class TrajectoryWriter:
         w._check_lock()
         w._load_system(creating=False)
         w._acquire_lock()
+        w.repair_report = repair_store(store)           # torn / dropped shard index rewrites (mrec.repair)
+        if not w.repair_report.ok:
+            w._release_lock()
+            key, why = w.repair_report.unrecoverable[0]
+            raise CorruptionError(why, path=key)
+        if w.repair_report.repaired:
+            layout = load_layout(store)
         w._restore(layout)
         w.flush_every = flush_every if flush_every is not None else w._auto_k()
         w._check_flush_every()
@@ -494,9 +508,9 @@ class TrajectoryWriter:
             b.group_exists = True
             b.attrs = dict(bl.group.attributes)
             b.defined = bl.defined if (bl.n_updates or "cell_defined" in b.attrs) else None
-        if bl.n_updates:
+        if bl.n_updates or bl.vectors is not None:     # arrays of an uncommitted first update: reuse them
             b.n_updates = bl.n_updates
-            b.last = reader.box_at(n - 1)
+            b.last = reader.box_at(n - 1) if bl.n_updates else None
             if bl.attr_cell is not None:
                 b.mode = "attrs"
                 b.history = [bl.attr_cell]
@@ -505,7 +519,8 @@ class TrajectoryWriter:
                 b.si = self._open_writer(read_arr(st, f"{TRAJ}/box/step_index"), bl.n_updates)
                 if b.si is None:    # the trivial step_index was omitted: write it when the cell next changes
                     b.si = _Writer(Array(st, f"{TRAJ}/box/step_index", _dense_meta("u64")), 0, new=True)
-                    b.si.append(np.zeros(1, np.uint64))
+                    if bl.n_updates:
+                        b.si.append(np.zeros(1, np.uint64))
                 b.vectors = self._open_writer(bl.vectors, bl.n_updates)
                 b.origin = self._open_writer(bl.origin, bl.n_updates)
                 b.boundary = self._open_writer(bl.boundary, bl.n_updates)
@@ -800,6 +815,8 @@ class TrajectoryWriter:
             b.group_dirty = True
         if b.mode is None and i == 0 and _box_attrs(box) is not None:
             b.mode = "attrs"
+            for k in ("vectors", "origin", "boundary"):     # leftovers of an uncommitted first cell
+                b.attrs.pop(k, None)
             b.attrs.update(_box_attrs(box))
             b.group_dirty = True
             b.history = [box]
@@ -905,8 +922,13 @@ class TrajectoryWriter:
         for path, attrs in groups:
             write_group(st, path, attrs)
             meta_keys.append(meta_key(path))
+        # a durable flush makes every frame up to it durable: files only automatic flushes
+        # touched since the last fsync are synced too
+        for pending, keys in zip(self._unsynced, (data_keys, meta_keys)):
+            pending.extend(k for k in keys if k not in pending)
         if durable:
-            self._sync(data_keys, meta_keys)
+            self._sync(*self._unsynced)
+            self._unsynced = ([], [])
         attrs = dict(self.traj_attrs)
         attrs["sequence_schema"] = self.schema.to_json() if "sequence_schema" not in attrs else attrs["sequence_schema"]
         attrs["nstep"] = self.nframes

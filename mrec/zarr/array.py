@@ -15,8 +15,11 @@ import posixpath
 
 import numpy as np
 
-from ..errors import CorruptionError, MetadataError, StoreError
+from ..errors import CorruptionError, MetadataError, RefusalError, StoreError
 from .codecs.base import ChunkSpec
+from . import shardscan
+from .codecs.bytes_ import BytesCodec
+from .codecs.crc32c_ import Crc32cCodec
 from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
 
@@ -66,6 +69,18 @@ def _as_rows(data: np.ndarray, meta: ArrayMetadata) -> np.ndarray:
     return arr
 
 
+MAX_READ_ELEMENTS = 2**31     # one read never allocates more (16 GiB of float64)
+
+
+def _check_alloc(shape, where: str) -> None:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    if n > MAX_READ_ELEMENTS:
+        raise RefusalError(f"a read of shape {list(shape)} ({n} elements) exceeds {MAX_READ_ELEMENTS} elements: "
+                           "read a smaller range", path=where, kind="too_large")
+
+
 class Array:
     """One Zarr V3 array in a store."""
 
@@ -74,13 +89,15 @@ class Array:
         self.path = path
         self.meta = meta
         self._index_cache: dict[str, ShardIndex] = {}
-        # the last inner chunk decoded, keyed by (shard key, coord, offset, nbytes): a frame-by-frame
-        # read of small frames decodes each chunk once, and a re-landed chunk (new offset) misses
+        # the last inner chunk decoded, keyed by (shard key, coord, offset, nbytes), with the rows it was
+        # verified for: a frame-by-frame read of small frames decodes each chunk once
         self._chunk_cache: tuple | None = None
         self._json_template: tuple | None = None     # see metadata_json
         self._keys: dict[tuple, str] = {}               # chunk coords -> key, for one key encoding
         self._keys_encoding = None
-        self.unverified_indexes: set[str] = set()   # shards read through an index whose crc failed
+        self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
+        self._rebuild_reason: dict[str, str] = {}
+        self.require_shards = False      # a missing shard file is corruption, not fill (appended arrays)
 
     # -- open / create ---------------------------------------------------------
     @classmethod
@@ -205,6 +222,7 @@ class Array:
         m = self.meta
         cs = m.chunk_shape
         want, dtype = (stop - start, *m.shape[1:]), m.data_type.numpy
+        _check_alloc(want, self.name)
         if stop <= start or any(s == 0 for s in m.shape[1:]):
             return np.full(want, m.fill_value, dtype=dtype)
         trailing_grid = tuple(-(-s // c) for s, c in zip(m.shape[1:], cs[1:]))
@@ -259,37 +277,82 @@ class Array:
             raise CorruptionError(f"shard of {len(raw)} bytes is shorter than its {isize}-byte index", path=where)
         try:
             index = sh.decode_index(raw, grid, where)
+            torn = False
         except CorruptionError:
-            index = self._index_without_crc(raw, grid)
-            if index is not None:
+            if not shardscan.rebuildable(sh, grid):
+                index = self._index_without_crc(raw, grid)
+                if index is None:
+                    raise
                 self.unverified_indexes.add(key)
-            if index is None:
-                raise
+                self._index_cache[key] = index
+                return index
+            index, torn = None, True
+        if shardscan.rebuildable(sh, grid):
+            size = self.store.size(key)
+            # an index that does not end where the file ends is older than the chunks after it
+            # (a dropped or torn in-place rewrite) or points past the end: rebuild it in memory
+            if torn or max(index.data_end(), isize) != size:
+                end = None if torn else max(index.data_end(), isize)
+                self._rebuild_reason[key] = (
+                    "its shard index failed its crc32c" if torn else
+                    f"truncated shard: its index claims bytes up to {end}, the file holds {size}" if end > size else
+                    f"its index ends at byte {end}, the file at {size} (an index older than its chunks)")
+                index = self.rebuilt_index(key, raw, grid)
         self._index_cache[key] = index
         return index
+
+    def rebuilt_index(self, key: str, raw_index: bytes | None = None, grid=None) -> ShardIndex:
+        """The index of shard ``key`` rebuilt from the inner chunks that verify (see shardscan)."""
+        sh = self.sharding
+        grid = grid or sh.grid(self.meta.chunk_shape, self.name)
+        data = self.store.get(key) or b""
+        raw_index = raw_index if raw_index is not None else data[:sh.index_size(grid)]
+        entries = shardscan.raw_entries(sh, raw_index, grid) if len(raw_index) == sh.index_size(grid) else None
+        spec = ChunkSpec(sh.chunk_shape, self.meta.data_type, self.meta.fill_value, self.store.describe(key))
+        index, _ = shardscan.rebuild(sh, grid, spec, data, entries)
+        self.unverified_indexes.add(key)
+        return index
+
+    def _older_copy(self, key: str, coord, need: int, spec: ChunkSpec, exc: CorruptionError) -> np.ndarray:
+        """An earlier copy of a failing inner chunk that provably holds its first ``need`` rows.
+
+        A power loss can leave an index (rewritten in place) pointing at a re-encoded chunk
+        whose bytes never reached the disk, while an earlier copy — the one the durable
+        commit used — is still in the file.  That copy is used only when its row
+        ``need - 1`` is not the fill value (re-encoding pads a partial chunk with fill, so
+        real rows are a prefix): it never stands in for rows it did not hold.
+        """
+        sh = self.sharding
+        grid = sh.grid(self.meta.chunk_shape, self.name)
+        if key in self.unverified_indexes or not shardscan.rebuildable(sh, grid):
+            raise exc
+        data = self.store.get(key) or b""
+        isize = sh.index_size(grid)
+        index, _ = shardscan.rebuild(sh, grid, spec, data, shardscan.raw_entries(sh, data[:isize], grid)
+                                     if len(data) >= isize else None)
+        if index.is_empty(coord):
+            raise exc
+        off, n = int(index.offsets[coord]), int(index.nbytes[coord])
+        chunk = np.asarray(sh.codecs.decode(data[off:off + n], spec))
+        if not shardscan.holds_rows(chunk, need, self.meta.fill_value):
+            raise exc
+        return chunk
 
     def _index_without_crc(self, raw: bytes, grid) -> ShardIndex | None:
         """The entries of an index whose own crc32c fails, when every inner chunk carries one.
 
-        An index rewritten in place can be torn by a crash (a write interrupted at a page
-        or sector boundary): each 16-byte entry is then old or new, both pointing at
-        chunk bytes landed before the index, but the trailing checksum no longer matches.
-        Such an index is accepted only because every inner chunk read through it is
-        verified by its own crc32c (a wrong entry fails there, never reads wrong data).
+        For layouts :mod:`shardscan` does not rebuild (index at the end, several inner
+        chunks across a trailing axis): each entry is read as it is and every inner chunk
+        read through it is verified by its own crc32c (a wrong entry fails there).
         """
-        from .codecs.bytes_ import BytesCodec
-        from .codecs.crc32c_ import Crc32cCodec
         sh = self.sharding
         ix = sh.index_codecs
-        if not (isinstance(ix.array_bytes, BytesCodec) and not ix.array_array and
-                [type(c) for c in ix.bytes_bytes] == [Crc32cCodec]):
-            return None
         inner = sh.codecs
-        if not inner.bytes_bytes or not isinstance(inner.bytes_bytes[-1], Crc32cCodec):
+        if not (isinstance(ix.array_bytes, BytesCodec) and not ix.array_array
+                and [type(c) for c in ix.bytes_bytes] == [Crc32cCodec]
+                and inner.bytes_bytes and isinstance(inner.bytes_bytes[-1], Crc32cCodec)):
             return None
-        endian = "<" if ix.array_bytes.endian != "big" else ">"
-        arr = np.frombuffer(raw[:-4], dtype=f"{endian}u8").reshape(*grid, 2).astype(np.uint64)
-        return ShardIndex(np.ascontiguousarray(arr[..., 0]), np.ascontiguousarray(arr[..., 1]))
+        return shardscan.raw_entries(sh, raw, grid)
 
     def drop_cache(self) -> None:
         self._index_cache.clear()
@@ -299,10 +362,14 @@ class Array:
         sh = self.sharding
         index = self.shard_index(key)
         if index is None:
+            if self.require_shards:
+                raise CorruptionError("shard file is missing, though rows of the array's shape lie in it",
+                                      path=self.store.describe(key))
             return None
         m = self.meta
         shard_shape = m.chunk_shape
         ics = sh.chunk_shape
+        _check_alloc((r_hi - r_lo, *shard_shape[1:]), self.store.describe(key))
         grid = index.offsets.shape
         where = self.store.describe(key)
         inner_spec = None
@@ -313,23 +380,38 @@ class Array:
             a, b = max(r_lo, lo0) - lo0, min(r_hi, lo0 + ics[0]) - lo0
             for it in _cells(grid[1:]):
                 coord = (i0, *it)
-                off, n = int(index.offsets[coord]), int(index.nbytes[coord])
-                if off == _EMPTY and n == _EMPTY:
+                if index.is_empty(coord):
+                    if key in self.unverified_indexes:
+                        why = self._rebuild_reason.get(key, "its shard index failed verification")
+                        raise CorruptionError(f"{why}, and no copy of inner chunk {list(coord)} verifies: "
+                                              "its rows are lost", path=where)
                     chunk = None
                 else:
+                    off, n = int(index.offsets[coord]), int(index.nbytes[coord])
                     ck = (key, coord, off, n)
                     cached = self._chunk_cache
-                    if cached is not None and cached[0] == ck:
+                    if cached is not None and cached[0] == ck and cached[2] >= b:
                         chunk = cached[1]
                     else:
-                        raw = self.store.get_range(key, off, n)
-                        if raw is None or len(raw) != n:
-                            got = 0 if raw is None else len(raw)
-                            raise CorruptionError(f"truncated shard: inner chunk {list(coord)} needs bytes {off}..{off + n}, got {got}", path=where)
                         if inner_spec is None:
                             inner_spec = ChunkSpec(ics, m.data_type, m.fill_value, where)
-                        chunk = sh.codecs.decode(raw, inner_spec.at(f"{where} inner chunk {list(coord)}"))
-                        self._chunk_cache = (ck, chunk)
+                        label = f"{where} inner chunk {list(coord)}"
+                        raw = self.store.get_range(key, off, n)
+                        try:
+                            if raw is None or len(raw) != n:
+                                got = 0 if raw is None else len(raw)
+                                raise CorruptionError(f"truncated shard: inner chunk {list(coord)} needs bytes "
+                                                      f"{off}..{off + n}, got {got}", path=where)
+                            chunk = sh.codecs.decode(raw, inner_spec.at(label))
+                            if not shardscan.trusted(index, coord, chunk, b, m.fill_value):
+                                why = self._rebuild_reason.get(key, "its shard index failed verification")
+                                raise CorruptionError(f"{why}; the newest copy of inner chunk {list(coord)} does "
+                                                      f"not verify and the copy before it does not provably hold "
+                                                      f"row {b - 1}", path=where)
+                        except CorruptionError as exc:
+                            chunk = self._older_copy(key, coord, b, inner_spec.at(label), exc)
+                        # remember how many rows were verified: a later read needing more re-checks
+                        self._chunk_cache = (ck, chunk, b)
                     if out is None and single and b - a == r_hi - r_lo:
                         return chunk[a:b]          # the whole range in one inner chunk: the caller copies it
                 if out is None:
@@ -339,6 +421,8 @@ class Array:
                 dst = [slice(lo0 + a - r_lo, lo0 + b - r_lo)]
                 dst += [slice(c * s, (c + 1) * s) for c, s in zip(it, ics[1:])]
                 out[tuple(dst)] = chunk[a:b]
+        if out is None:
+            out = np.full((r_hi - r_lo, *shard_shape[1:]), m.fill_value, dtype=m.data_type.numpy)
         return out
 
     # -- whole write (fixed-size arrays) ---------------------------------------

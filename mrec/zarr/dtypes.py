@@ -94,7 +94,13 @@ def _float_from_json(v, where: str, nbytes: int) -> float:
     if isinstance(v, bool):
         raise MetadataError(f"fill_value {v!r} is not a number", path=where)
     if isinstance(v, (int, float)):
-        return float(v)
+        try:
+            f = float(v)
+        except OverflowError:
+            f = math.inf
+        if not math.isfinite(f):     # non-finite fills are spelled "Infinity" / "NaN", never as numbers
+            raise MetadataError(f"fill_value {v!r} overflows float64", path=where)
+        return f
     if isinstance(v, str):
         if v in _SPECIAL:
             return _SPECIAL[v]

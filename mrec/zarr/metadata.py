@@ -18,6 +18,7 @@ from .pipeline import CodecPipeline
 
 MAX_RANK = 32
 MAX_DIM = 2**62
+MAX_SHARD_ENTRIES = 2**24     # a 256 MiB shard index (the reference writer clamps at 4096)
 
 _ARRAY_KEYS = {"zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",
                "fill_value", "codecs", "attributes", "dimension_names", "storage_transformers"}
@@ -59,6 +60,8 @@ class ChunkKeyEncoding:
             raise MetadataError(f"chunk_key_encoding {v!r} is not an object", path=where)
         name = v.get("name")
         conf = v.get("configuration") or {}
+        if not isinstance(conf, dict):
+            raise MetadataError(f"chunk_key_encoding configuration {conf!r} is not an object", path=where)
         if name not in ("default", "v2"):
             raise UnsupportedError(f"chunk_key_encoding {name!r} is not 'default' or 'v2'", path=where)
         sep = conf.get("separator", "/" if name == "default" else ".")
@@ -143,7 +146,10 @@ class ArrayMetadata:
         grid = doc["chunk_grid"]
         if not isinstance(grid, dict) or grid.get("name") != "regular":
             raise UnsupportedError(f"chunk_grid {grid!r} is not regular", path=where)
-        chunk_shape = _int_list((grid.get("configuration") or {}).get("chunk_shape"), where, "chunk_shape", positive=True)
+        gconf = grid.get("configuration") or {}
+        if not isinstance(gconf, dict):
+            raise MetadataError(f"chunk_grid configuration {gconf!r} is not an object", path=where)
+        chunk_shape = _int_list(gconf.get("chunk_shape"), where, "chunk_shape", positive=True)
         if len(chunk_shape) != len(shape):
             raise MetadataError(f"chunk_shape {list(chunk_shape)} does not match shape {list(shape)}", path=where)
         n_chunks = 1
@@ -195,7 +201,12 @@ def _check_pipeline(p: CodecPipeline, dt: DataType, chunk_shape, where: str) -> 
             shape = list(c.resolve(_fake_spec(shape, dt)).shape)
         if len(ab.chunk_shape) != len(shape):
             raise MetadataError(f"sharding chunk_shape {list(ab.chunk_shape)} does not match rank {len(shape)}", path=where)
-        ab.grid(tuple(shape), where)
+        grid = ab.grid(tuple(shape), where)
+        entries = 1
+        for g in grid:
+            entries *= g
+        if entries > MAX_SHARD_ENTRIES:
+            raise MetadataError(f"a shard of {entries} inner chunks: its index would exceed {MAX_SHARD_ENTRIES} entries", path=where)
         _check_pipeline(ab.codecs, dt, ab.chunk_shape, where)
     elif isinstance(ab, VlenUtf8Codec) and not dt.is_string:
         raise MetadataError(f"vlen-utf8 cannot serialise {dt.name}", path=where)

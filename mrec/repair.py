@@ -1,0 +1,74 @@
+"""``mrec repair PATH``: rebuild shard indexes a power loss tore or dropped.
+
+``repair(path, dry_run=False)`` checks every shard index under ``trajectory/``
+of a ``*.mrec`` directory (its crc32c, and that it ends where the file ends),
+rebuilds each one that fails from the inner chunks that verify — each ends with
+its own crc32c — up to the logical lengths the reopen rule gives from
+``nstep``, and rewrites it in place (one positional write of the index, fsync;
+see :mod:`mrec.record.repair` for why that is safe and idempotent).
+``TrajectoryWriter.open`` runs it before appending.
+
+Command line: ``python -m mrec.repair PATH [--dry-run]``; for the ``mrec``
+command, :func:`add_repair_command` registers the same sub-command.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .errors import MrecError, StoreError
+from .record.lock import LOCK_NAME, parse_lock_pid, pid_alive
+from .record.repair import RepairReport, ShardRepair, repair_store
+from .zarr.store import DirectoryStore
+
+__all__ = ["repair", "RepairReport", "ShardRepair", "add_repair_command", "main"]
+
+
+def repair(path, *, dry_run: bool = False, fs=None) -> RepairReport:
+    """Check and repair the shard indexes of the trajectory in the ``*.mrec`` directory ``path``."""
+    p = os.fspath(path)
+    if not os.path.isdir(p):
+        raise StoreError("repair works on a *.mrec directory (a packed *.mrec.zip is never appended to)", path=p)
+    store = DirectoryStore(p, fs=fs, readonly=dry_run)
+    raw = store.get(LOCK_NAME)
+    pid = parse_lock_pid(raw) if raw is not None else None
+    if not dry_run and pid is not None and pid != os.getpid() and pid_alive(pid):
+        from .errors import RefusalError
+        raise RefusalError(f"a writer (pid {pid}) has this store open", path=store.describe(LOCK_NAME), kind="live_writer")
+    return repair_store(store, dry_run=dry_run)
+
+
+def _run(args) -> int:
+    report = repair(args.path, dry_run=args.dry_run)
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+def add_repair_command(subparsers) -> argparse.ArgumentParser:
+    """Register ``repair PATH [--dry-run]`` on an argparse sub-parsers object (for ``mrec.cli``).
+
+    The parser's ``func`` default is a callable taking the parsed args and returning
+    the exit status (0: clean or repaired, 1: something unrecoverable).
+    """
+    p = subparsers.add_parser("repair", help="rebuild shard indexes a power loss tore or dropped")
+    p.add_argument("path", help="a *.mrec directory")
+    p.add_argument("--dry-run", action="store_true", help="report, change nothing")
+    p.set_defaults(func=_run)
+    return p
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m mrec.repair", description=__doc__.split("\n\n")[0])
+    ap.add_argument("path")
+    ap.add_argument("--dry-run", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        return _run(args)
+    except MrecError as exc:
+        print(f"mrec repair: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

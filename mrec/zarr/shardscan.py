@@ -1,0 +1,227 @@
+"""Rebuilding a shard index from the inner chunks a shard file holds.
+
+mrec appends inner chunks at a shard's tail and rewrites the index (at the
+start) in place.  A power loss can tear that rewrite (each 512-byte sector old
+or new, the index's crc32c then fails) or drop it (the old index, crc intact,
+while newer chunks and a newer ``zarr.json`` reached the disk).  The chunk
+bytes themselves are never overwritten, and every inner chunk ends with its
+own crc32c, so the index can be rebuilt from what verifies:
+
+1. walk the file from the end of the index region: each inner chunk is a blob
+   whose last 4 bytes are the crc32c of the rest and that decodes to one inner
+   chunk; blobs lie end to end in landing order (every landing writes at the
+   file's end), and the walk stops at the first byte that starts no verifying
+   blob (a tail the disk never received);
+2. give each blob its inner-chunk coordinate: a blob an old or new index entry
+   points at exactly has that entry's coordinate; any other blob is either a
+   re-encoded version of a partial chunk (its first row equals the first row
+   of that chunk's previous version) or the next chunk;
+3. every coordinate takes its *latest* blob.  A re-encoding only ever adds rows
+   to a partial chunk, so the latest version agrees with every earlier one on
+   every committed row — whether it was committed or is an uncommitted tail.
+
+Only shards of one inner chunk across the trailing axes (what mrec's appender
+writes) whose inner pipeline ends in ``crc32c`` are rebuilt; for any other
+layout :func:`rebuildable` is False and a failing index stays an error.
+Limitation (documented in docs/reliability.md): step 2 cannot tell a
+re-encoded chunk from the next chunk when both begin with bitwise the same row
+*and* no index entry names either blob.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+from crc32c import crc32c
+
+from ..errors import MrecError
+from .codecs.base import ChunkSpec
+from .codecs.bytes_ import BytesCodec
+from .codecs.crc32c_ import Crc32cCodec
+from .codecs.sharding import EMPTY, ShardIndex
+
+MAX_SCAN = 1 << 24      # longest blob searched byte by byte (16 MiB)
+
+
+@dataclass
+class Blob:
+    offset: int
+    nbytes: int
+    first_row: bytes
+
+
+def rebuildable(sharding, grid) -> bool:
+    ix = sharding.index_codecs
+    inner = sharding.codecs
+    return (sharding.index_location == "start" and int(np.prod(grid[1:], dtype=np.int64)) == 1
+            and isinstance(ix.array_bytes, BytesCodec) and not ix.array_array
+            and [type(c) for c in ix.bytes_bytes] == [Crc32cCodec]
+            and bool(inner.bytes_bytes) and isinstance(inner.bytes_bytes[-1], Crc32cCodec))
+
+
+def raw_entries(sharding, raw: bytes, grid) -> ShardIndex:
+    """The entries of an index region without checking its crc32c (they may be torn)."""
+    endian = "<" if sharding.index_codecs.array_bytes.endian != "big" else ">"
+    arr = np.frombuffer(raw[:-4], dtype=f"{endian}u8").reshape(*grid, 2).astype(np.uint64)
+    return ShardIndex(np.ascontiguousarray(arr[..., 0]), np.ascontiguousarray(arr[..., 1]))
+
+
+def _decode(sharding, spec: ChunkSpec, data: bytes) -> bytes | None:
+    """First row of the inner chunk ``data`` decodes to, or None when it does not verify."""
+    try:
+        arr = sharding.codecs.decode(data, spec)
+    except (MrecError, ValueError, TypeError):
+        return None
+    arr = np.asarray(arr)
+    if tuple(arr.shape) != tuple(spec.shape):
+        return None
+    row = arr[:1]
+    return repr(row.tolist()).encode() if row.dtype == object else row.tobytes()
+
+
+def _blob_at(sharding, spec, data: bytes, pos: int, sizes: list[int]) -> Blob | None:
+    n = len(data)
+    for size in sizes:
+        if size >= 4 and pos + size <= n:
+            body_end = pos + size - 4
+            if struct.unpack_from("<I", data, body_end)[0] == crc32c(data[pos:body_end]):
+                first = _decode(sharding, spec, data[pos:pos + size])
+                if first is not None:
+                    return Blob(pos, size, first)
+    if len(sizes) == 1 and sharding.codecs.encoded_size(1) is not None:
+        return None             # a fixed-size pipeline: no other length can verify
+    running = 0
+    limit = min(n - 4, pos + MAX_SCAN)
+    for end in range(pos, limit + 1):            # body = data[pos:end], crc at data[end:end+4]
+        if end > pos:
+            running = crc32c(data[end - 1:end], running)
+        if struct.unpack_from("<I", data, end)[0] == running and end - pos + 4 not in sizes:
+            first = _decode(sharding, spec, data[pos:end + 4])
+            if first is not None:
+                return Blob(pos, end + 4 - pos, first)
+    return None
+
+
+def scan(sharding, spec: ChunkSpec, data: bytes, start: int, hints=()) -> list[Blob]:
+    """Every verifying inner chunk laid end to end from ``start``, up to the first gap."""
+    chunk_bytes = int(np.prod(spec.shape, dtype=np.int64)) * (spec.dtype.numpy.itemsize if not spec.dtype.is_string else 1)
+    fixed = sharding.codecs.encoded_size(chunk_bytes)
+    sizes = [fixed] if fixed is not None else sorted({int(h) for h in hints if 4 <= int(h) < len(data)})
+    out = []
+    pos = start
+    while pos + 4 <= len(data):
+        blob = _blob_at(sharding, spec, data, pos, sizes)
+        if blob is None:
+            break
+        out.append(blob)
+        if fixed is None and blob.nbytes not in sizes:
+            sizes.append(blob.nbytes)
+        pos += blob.nbytes
+    return out
+
+
+def holds_rows(chunk: np.ndarray, need: int, fill) -> bool:
+    """Whether an inner chunk's first ``need`` rows can be real data: its row ``need - 1`` is not
+    the fill value (re-encoding pads a partial chunk with fill, so real rows are a prefix)."""
+    if need <= 0:
+        return True
+    row = np.asarray(chunk[need - 1])
+    pad = np.full(row.shape, fill, dtype=chunk.dtype)
+    if chunk.dtype == object:
+        return list(row.ravel()) != list(pad.ravel())
+    return row.tobytes() != pad.tobytes()
+
+
+def rebuild(sharding, grid, spec: ChunkSpec, data: bytes, entries: ShardIndex | None) -> tuple[ShardIndex, list[Blob]]:
+    """The index the shard bytes ``data`` support (see the module doc), and the blobs found.
+
+    ``index.degraded`` maps the coordinates whose chosen copy is older than one an entry
+    names but that does not verify, to how far that older copy can be trusted
+    (:func:`trusted_rows`): the newer copy may have held rows the older one lacks.
+    """
+    isize = sharding.index_size(grid)
+    n = grid[0]
+    hints = []
+    anchors: dict[tuple[int, int], int] = {}
+    if entries is not None:
+        for c in range(n):
+            off, nb = int(entries.offsets[c].ravel()[0]), int(entries.nbytes[c].ravel()[0])
+            if off != int(EMPTY) and nb != int(EMPTY) and off < len(data):
+                hints.append(nb)
+                anchors[(off, nb)] = c
+    blobs = scan(sharding, spec, data, isize, hints)
+    latest: dict[int, Blob] = {}
+    cur = -1
+    for b in blobs:
+        coord = anchors.get((b.offset, b.nbytes))
+        if coord is None:
+            coord = next((c for c in range(min(cur, n - 1), -1, -1)
+                          if c in latest and latest[c].first_row == b.first_row), None)
+            if coord is None:
+                coord = cur + 1
+        if coord >= n:
+            break
+        latest[coord] = b
+        cur = coord
+    index = ShardIndex.empty(grid)
+    for c, b in latest.items():
+        index.offsets[c] = b.offset
+        index.nbytes[c] = b.nbytes
+    verified = {(b.offset, b.nbytes) for b in blobs}
+    named: dict[int, tuple[int, int]] = {}
+    for (off, nb), c in anchors.items():
+        if (off, nb) not in verified and off > named.get(c, (-1, 0))[0]:
+            named[c] = (off, nb)
+    tail = (0,) * (len(grid) - 1)
+    degraded = {}
+    for c, (off, nb) in named.items():
+        if c in latest and off >= latest[c].offset + latest[c].nbytes:    # a newer copy lands after it
+            degraded[(c, *tail)] = _trust(sharding, spec, data, (latest[c].offset, latest[c].nbytes), (off, nb))
+    return _Rebuilt(index.offsets, index.nbytes, degraded), blobs
+
+
+ALL = -1        # trusted_rows: every row of the older copy
+
+
+def _trust(sharding, spec, data: bytes, old_at: tuple[int, int], new_at: tuple[int, int]) -> int | None:
+    """How many leading rows of the older copy agree with the newer copy that failed.
+
+    ``ALL`` when the newer copy never reached the disk (past the end of the file, or
+    zeros: a power loss before its sectors were written — the commit that needed it was
+    then not durable either).  For an uncompressed pipeline (bytes + crc32c) the bytes of
+    both copies are compared, ignoring the newer copy's part of any 512-byte sector that is
+    all zero (never written): the rows before the first real difference (a tear or a flipped bit)
+    are trusted.  None when the copies cannot be compared (then only :func:`holds_rows`).
+    """
+    (o_off, o_nb), (n_off, n_nb) = old_at, new_at
+    newer = data[n_off:n_off + n_nb]
+    if not newer or not any(newer):
+        return ALL
+    ab = sharding.codecs.array_bytes
+    if sharding.codecs.array_array or not isinstance(ab, BytesCodec) or len(sharding.codecs.bytes_bytes) != 1:
+        return None
+    row = int(np.prod(spec.shape[1:], dtype=np.int64)) * spec.dtype.numpy.itemsize
+    if not row:
+        return ALL
+    old_body = data[o_off:o_off + o_nb - 4]
+    new_body = newer[:n_nb - 4]
+    for i in range(min(len(old_body), len(new_body))):
+        if old_body[i] != new_body[i]:
+            sec = (n_off + i) // 512          # the newer copy's part of that sector never written?
+            if any(data[max(sec * 512, n_off):min((sec + 1) * 512, n_off + n_nb)]):
+                return i // row
+    return len(new_body) // row if len(new_body) < len(old_body) else ALL
+
+
+def trusted(index, coord, chunk, need: int, fill) -> bool:
+    """Whether rows ``[0, need)`` of ``chunk``, read through ``index``, can be trusted."""
+    how = getattr(index, "degraded", {}).get(tuple(coord), ALL)
+    if how is None:
+        return holds_rows(chunk, need, fill)
+    return how == ALL or need <= how
+
+
+@dataclass(frozen=True)
+class _Rebuilt(ShardIndex):
+    degraded: dict = field(default_factory=dict)

@@ -1,0 +1,253 @@
+"""Hostile input: archives and zarr.json built to break a reader, and writer refusals.
+
+Extends spec_tests/test_zip.py (names with '..', absolute names, backslashes, duplicates,
+overlaps and sizes beyond the archive are there): here ZIP64 sizes and counts far beyond
+the archive, names a zip tool would misplace, and zarr.json documents with huge,
+negative or overflowing numbers, deep nesting and chunk counts that would exhaust memory
+— each refused with an MrecError before anything is allocated. Then every kind of writer
+refusal leaves the store byte-identical.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import tracemalloc
+import zlib
+
+import numpy as np
+import pytest
+
+import mrec
+from mrec.zarr.array import Array
+from mrec.zarr.store import DirectoryStore
+from mrec.zarr.zipstore import ZipStore
+
+ROOT_JSON = b'{"zarr_format": 3, "node_type": "group", "attributes": {}}'
+
+
+def zip64_archive(name: str, data: bytes, *, csize: int, usize: int, count64: int | None = None) -> bytes:
+    """One stored entry whose central record defers its sizes to a ZIP64 extra field."""
+    nm = name.encode()
+    crc = zlib.crc32(data)
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 45, 0x800, 0, 0, 0x21, crc, len(data), len(data), len(nm), 0) + nm + data
+    extra = struct.pack("<HHQQ", 0x0001, 16, usize, csize)
+    cd = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 45, 45, 0x800, 0, 0, 0x21, crc, 0xFFFFFFFF, 0xFFFFFFFF,
+                     len(nm), len(extra), 0, 0, 0, 0, 0) + nm + extra
+    cd_off = len(local)
+    n = 1 if count64 is None else count64
+    z64 = struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, n, n, len(cd), cd_off)
+    loc = struct.pack("<IIQI", 0x07064B50, 0, cd_off + len(cd), 1)
+    eocd = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    return local + cd + z64 + loc + eocd
+
+
+@pytest.mark.parametrize("case,kw,why", [
+    ("zip64_sizes_beyond", {"csize": 2**62, "usize": 2**62}, "beyond the archive"),
+    ("zip64_size_mismatch", {"csize": 3, "usize": 2**40}, "size"),
+    ("zip64_count_huge", {"csize": 3, "usize": 3, "count64": 2**40}, "entry count"),
+])
+def test_zip64_claims_beyond_the_archive(tmp_path, case, kw, why):
+    p = tmp_path / f"{case}.zip"
+    p.write_bytes(zip64_archive("zarr.json", b"abc", **kw))
+    tracemalloc.start()
+    with pytest.raises(mrec.ZipFormatError) as e:
+        ZipStore(p)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert str(p) in str(e.value) and why in str(e.value), str(e.value)
+    assert peak < 10 * 2**20                        # refused before anything the claim implies is allocated
+
+
+@pytest.mark.parametrize("name", ["C:/zarr.json", "a\0b", "..", "a/..", "\\\\server\\share"])
+def test_zip_names_a_tool_would_misplace(tmp_path, name):
+    nm = name.encode()
+    crc = zlib.crc32(b"x")
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0x800, 0, 0, 0x21, crc, 1, 1, len(nm), 0) + nm + b"x"
+    cd = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0x800, 0, 0, 0x21, crc, 1, 1, len(nm), 0, 0, 0, 0, 0, 0) + nm
+    eocd = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(cd), len(local), 0)
+    p = tmp_path / "n.zip"
+    p.write_bytes(local + cd + eocd)
+    with pytest.raises(mrec.ZipFormatError) as e:
+        ZipStore(p)
+    assert str(p) in str(e.value)
+
+
+# -- zarr.json ---------------------------------------------------------------------------------
+
+def _array_doc(shape, chunks, dtype="float64", codecs=None, fill=0.0):
+    return {"zarr_format": 3, "node_type": "array", "shape": shape, "data_type": dtype,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": fill, "codecs": codecs or [{"name": "bytes", "configuration": {"endian": "little"}}]}
+
+
+def _sharded(inner, location="start"):
+    return [{"name": "sharding_indexed", "configuration": {
+        "chunk_shape": inner, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+        "index_location": location}}]
+
+
+HOSTILE_META = {
+    "negative_shape": _array_doc([-1], [1]),
+    "overflowing_shape": _array_doc([2**64], [1]),
+    "float_shape": _array_doc([1.5], [1]),
+    "bool_shape": _array_doc([True], [1]),
+    "zero_chunk": _array_doc([4], [0]),
+    "rank_huge": _array_doc([1] * 1000, [1] * 1000),
+    "chunk_count_huge": _array_doc([2**62], [1]),
+    "shard_index_huge": _array_doc([2**40], [2**40], codecs=_sharded([1])),
+    "fill_overflows_int": _array_doc([4], [4], dtype="int64", fill=2**63),
+    "fill_negative_uint": _array_doc([4], [4], dtype="uint64", fill=-1),
+    "fill_huge_float": _array_doc([4], [4], fill=1e400),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_META))
+def test_hostile_zarr_json_refused(tmp_path, case):
+    doc = HOSTILE_META[case]
+    d = tmp_path / "a"
+    d.mkdir()
+    text = json.dumps(doc).replace("Infinity", "1e400")
+    (d / "zarr.json").write_text(text)
+    st = DirectoryStore(tmp_path)
+    tracemalloc.start()
+    with pytest.raises(mrec.MrecError) as e:
+        a = Array.open(st, "a")
+        a.read(slice(0, 1))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert "a/zarr.json" in str(e.value) or "a/c/0" in str(e.value), str(e.value)
+    assert peak < 64 * 2**20, peak
+
+
+def test_huge_read_refused_before_allocation(tmp_path):
+    """A valid but enormous array: a read that would allocate terabytes is refused, not attempted."""
+    d = tmp_path / "a"
+    d.mkdir()
+    (d / "zarr.json").write_text(json.dumps(_array_doc([2**40, 2**20], [1, 2**20])))
+    a = Array.open(DirectoryStore(tmp_path), "a")
+    with pytest.raises(mrec.RefusalError) as e:
+        a.read(slice(0, 2**30))
+    assert e.value.kind == "too_large" and "a" in str(e.value)
+
+
+def test_deeply_nested_json_refused(tmp_path):
+    d = tmp_path / "a"
+    d.mkdir()
+    (d / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group", "attributes": ' + "[" * 200000 + "]" * 200000 + "}")
+    with pytest.raises(mrec.MetadataError, match="a/zarr.json"):
+        Array.open(DirectoryStore(tmp_path), "a")
+
+
+def _traj(tmp_path):
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=2)
+    s.declare_column("atoms", "x", "f64")
+    p = tmp_path / "t.mrec"
+    with mrec.TrajectoryWriter.create(p, s) as w:
+        w.append({"blocks": {"atoms": {"x": np.ones(2)}}})
+    return p
+
+
+@pytest.mark.parametrize("attrs", [{"nstep": 2**62}, {"nstep": 2**62, "step_progression": {"start": 0, "stride": 1}}, {"nstep": -1}, {"nstep": 1.0}, {"nstep": True},
+                                   {"nstep": 10**30}, {"nstep": 3, "step_progression": {"start": 2**70, "stride": 1}},
+                                   {"nstep": 3, "step_progression": {"start": 0, "stride": 2**62}}])
+def test_hostile_trajectory_attributes(tmp_path, attrs):
+    p = _traj(tmp_path)
+    meta = p / "trajectory" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["attributes"].update(attrs)
+    meta.write_text(json.dumps(doc))
+    tracemalloc.start()
+    try:
+        r = mrec.TrajectoryReader(p)
+        r.steps, r[len(r) - 1]
+    except mrec.MrecError as e:
+        assert "trajectory" in str(e)
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < 64 * 2**20, peak
+
+
+# -- writer refusals leave the store byte-identical -------------------------------------------------
+
+def tree_hash(root) -> dict:
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            if f == ".mrec-writer.lock":
+                continue
+            p = os.path.join(d, f)
+            out[os.path.relpath(p, root)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
+    return out
+
+
+def _rich(tmp_path):
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=3)
+    s.declare_column("atoms", "x", "f64")
+    s.declare_block("bonds")
+    s.declare_column("bonds", "atomi", "u64")
+    s.declare_block("vel", rows=3, aligned_with="atoms")      # declared, never presented
+    s.declare_column("vel", "v", "f64")
+    p = tmp_path / "rich.mrec"
+    with mrec.TrajectoryWriter.create(p, s) as w:
+        w.append({"blocks": {"atoms": {"x": np.ones(3)}, "bonds": {"atomi": np.array([0, 1], np.uint64)}},
+                  "box": mrec.Box(np.eye(3) * 5, np.zeros(3), np.ones(3, bool), True)}, step=1, time=0.5)
+    return p
+
+
+REFUSALS = {
+    "bad_box": ({"blocks": {"atoms": {"x": np.ones(3)}},
+                 "box": mrec.Box(np.zeros((3, 3)), np.zeros(3), np.zeros(3, bool), False)}, {"time": 1.0}),
+    "aligned_count_mismatch": ({"blocks": {"atoms": {"x": np.ones(3)}, "vel": {"v": np.ones(2)}}}, {"time": 1.0}),
+    "undeclared_block": ({"blocks": {"nope": {"x": np.ones(3)}}}, {"time": 1.0}),
+    "row_count_mismatch": ({"blocks": {"atoms": {"x": np.ones(3)}, "bonds": {"atomi": np.ones((2, 2), np.uint64)}}},
+                           {"time": 1.0}),
+    "step_not_increasing": ({"blocks": {"atoms": {"x": np.ones(3)}}}, {"step": 2**64, "time": 1.0}),
+    "partial_time": ({"blocks": {"atoms": {"x": np.ones(3)}}}, {"time": "soon"}),
+    "canonical_dtype": ({"blocks": {"atoms": {"x": np.ones(3)}, "bonds": {"atomi": np.array([0.5])}}},
+                        {"time": 1.0}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_every_refusal_kind_leaves_store_byte_identical(tmp_path, case):
+    p = _rich(tmp_path)
+    frame, kw = REFUSALS[case]
+    w = mrec.TrajectoryWriter.open(p)
+    before = tree_hash(p)
+    with pytest.raises(mrec.RefusalError) as e:
+        w.append(frame, **kw)
+    assert e.value.kind, e.value
+    w.flush()
+    assert tree_hash(p) == before, case
+    w.close()
+    assert len(mrec.TrajectoryReader(p)) == 1
+
+
+def test_refused_create_open_and_closed_leave_store_byte_identical(tmp_path):
+    p = _rich(tmp_path)
+    before = tree_hash(p)
+    with pytest.raises(mrec.RefusalError) as e:
+        mrec.TrajectoryWriter.create(p, mrec.SequenceSchema())
+    assert e.value.kind == "exists"
+    assert tree_hash(p) == before
+    (p / ".mrec-writer.lock").write_text(f"{os.getppid()}\n")
+    with pytest.raises(mrec.RefusalError) as e:
+        mrec.TrajectoryWriter.open(p)
+    assert e.value.kind == "live_writer" and tree_hash(p) == before
+    (p / ".mrec-writer.lock").unlink()
+    with pytest.raises(mrec.RefusalError) as e:
+        mrec.TrajectoryWriter.open(p, flush_every=0)
+    assert e.value.kind == "bad_flush_every"
+    w = mrec.TrajectoryWriter.open(p)
+    w.close()
+    after_close = tree_hash(p)
+    with pytest.raises(mrec.RefusalError) as e:
+        w.append({"blocks": {"atoms": {"x": np.ones(3)}}}, time=9.0)
+    assert e.value.kind == "closed" and tree_hash(p) == after_close

@@ -1,0 +1,400 @@
+"""Crash-consistency checker for the trajectory writer (ALICE / CrashMonkey style).
+
+Records writer sessions operation by operation (``mrec.fs.RecordingFileSystem``
+with payloads), then materialises the store a crash would leave after *every*
+prefix of the operations (``mrec.fs.faulty.CrashSimulator``) and checks it:
+
+* process crash (every operation before the cut reached the OS): the store
+  opens with ``TrajectoryReader`` at exactly the last ``nstep`` the OS received;
+* power loss (only fsync'd data and fsync'd directory entries are sure; other
+  writes dropped, reordered or torn at 512-byte sectors — sampled seeds plus the
+  two extremes per cut): the store opens with at least the frames of the last
+  completed explicit flush and never more than the last nstep issued;
+
+and, for every state: every visible frame (blocks, masks, box, meta, step, time)
+is bit-identical to what was appended; ``TrajectoryWriter.open`` reopens the
+store (running the torn-index repair), appends two frames and closes, and the
+result reads back.
+
+    python tools/crashcheck.py            # the full run (every session, every cut)
+    python tools/crashcheck.py --quick    # a short run (the CI test)
+    python tools/crashcheck.py --seeds 16 --strict-metadata
+
+Prints the states checked per model and every violation; exits 1 on any.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import mrec  # noqa: E402
+from mrec.fs.faulty import CrashSimulator, recording_fs  # noqa: E402
+from mrec.record.precision import round_to_precision  # noqa: E402
+
+PREC = 1e-3
+
+
+# -- sessions ------------------------------------------------------------------------
+
+def schema() -> mrec.SequenceSchema:
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=4)
+    s.declare_column("atoms", "x", "f64", precision=PREC)
+    s.declare_column("atoms", "y", "f64")
+    s.declare_block("ions")                                   # ragged
+    s.declare_column("ions", "q", "f64", nullable=True)
+    s.declare_column("ions", "id", "u64")
+    s.declare_meta("pe", "f64")
+    s.declare_meta("tag", "string", fill="")
+    return s
+
+
+class Plan:
+    """A scripted session: actions and the frames they append, with the model of each frame."""
+
+    def __init__(self, name: str, seed: int, nframes: int, *, flush_every: int, explicit_every: int,
+                 reopen_at=(), ragged=True, box_every=0, irregular_from=None):
+        self.name = name
+        rng = np.random.default_rng(seed)
+        self.flush_every = flush_every
+        self.actions: list = [("create",)]
+        step, t = 0, 0.0
+        for i in range(nframes):
+            blocks = {}
+            masks = {}
+            if i == 0 or rng.random() < 0.7:
+                blocks["atoms"] = {"x": rng.normal(size=4), "y": rng.normal(size=4)}
+                if rng.random() < 0.2:
+                    blocks["atoms"]["y"][rng.integers(4)] = -0.0
+            if ragged and (i == 0 or rng.random() < 0.6):
+                k = int(rng.integers(0, 6))
+                q = rng.normal(size=k)
+                if k and rng.random() < 0.3:
+                    q[rng.integers(k)] = np.nan
+                blocks["ions"] = {"q": q, "id": rng.integers(0, 1000, size=k).astype(np.uint64)}
+                if k and rng.random() < 0.4:
+                    m = rng.random(k) < 0.7
+                    masks["ions"] = {"q": m}
+            frame = {"blocks": blocks, "meta": {"pe": float(rng.normal())}}
+            if rng.random() < 0.3:
+                frame["meta"]["tag"] = f"t{i}"
+            if masks:
+                frame["masks"] = masks
+            if box_every and i % box_every == 0:
+                origin = np.zeros(3) if i % (2 * box_every) else np.array([0.5, -0.0, 1.0])
+                frame["box"] = mrec.Box(np.eye(3) * (10.0 + i), origin, np.ones(3, bool), True)
+            if irregular_from is not None and i >= irregular_from:
+                step += int(rng.integers(1, 5))
+                t += float(rng.choice([0.5, 0.25, 1.0]))
+            else:
+                step += 2
+                t += 0.5
+            self.actions.append(("append", frame, step, t))
+            if explicit_every and (i + 1) % explicit_every == 0:
+                self.actions.append(("flush",))
+            if i + 1 in reopen_at:
+                self.actions.append(("close",))
+                self.actions.append(("open",))
+        self.actions.append(("close",))
+
+
+def plans(quick: bool) -> list[Plan]:
+    if quick:
+        return [Plan("quick", 1, 5, flush_every=2, explicit_every=3, reopen_at=(4,), box_every=2,
+                     irregular_from=3)]
+    return [
+        Plan("regular-auto", 11, 24, flush_every=3, explicit_every=0, ragged=False),
+        Plan("ragged-explicit", 12, 20, flush_every=4, explicit_every=3, box_every=5),
+        Plan("reopen-irregular", 13, 24, flush_every=2, explicit_every=7, reopen_at=(8, 15), box_every=3,
+             irregular_from=10),
+        Plan("per-frame-flush", 14, 12, flush_every=1, explicit_every=4, reopen_at=(6,), irregular_from=3),
+    ]
+
+
+# -- the model of what a reader must see ----------------------------------------------------
+
+def expected_frames(frames: list) -> list[dict]:
+    """Carry-forward resolution of the appended frames, precision applied."""
+    out, cur, box = [], {}, None
+    for frame, step, t in frames:
+        for name, cols in frame["blocks"].items():
+            vals = {c: np.asarray(v) for c, v in cols.items()}
+            if name == "atoms":
+                vals["x"] = round_to_precision(vals["x"].astype(np.float64), PREC)
+            m = (frame.get("masks") or {}).get(name, {})
+            cur[name] = (vals, {c: np.asarray(v, bool) for c, v in m.items() if not np.all(v)})
+        if "box" in frame:
+            box = frame["box"]
+        meta = {"pe": frame["meta"]["pe"], "tag": frame["meta"].get("tag", "")}
+        out.append({"blocks": dict(cur), "box": box, "meta": meta, "step": step, "time": t})
+    return out
+
+
+def _bits(a) -> bytes:
+    a = np.asarray(a)
+    return a.dtype.str.encode() + repr(a.shape).encode() + np.ascontiguousarray(a).tobytes()
+
+
+def compare(r: mrec.TrajectoryReader, want: list[dict], n: int) -> str | None:
+    steps = r.steps
+    times = r.times
+    for i in range(n):
+        e = want[i]
+        if int(steps[i]) != e["step"] or times is None or _bits(times[i]) != _bits(np.float64(e["time"])):
+            return f"frame {i}: step/time {steps[i]}/{None if times is None else times[i]} != {e['step']}/{e['time']}"
+        f = r[i]
+        if set(f.blocks) != set(e["blocks"]):
+            return f"frame {i}: blocks {sorted(f.blocks)} != {sorted(e['blocks'])}"
+        for name, (vals, masks) in e["blocks"].items():
+            for c, v in vals.items():
+                got = f.blocks[name][c]
+                if _bits(got) != _bits(v.astype(got.dtype) if v.dtype != got.dtype and v.size == 0 else v):
+                    return f"frame {i}: {name}/{c} differs: {got!r} != {v!r}"
+            got_m = (f.masks or {}).get(name, {})
+            if set(got_m) != set(masks) or any(_bits(got_m[c]) != _bits(masks[c]) for c in masks):
+                return f"frame {i}: masks of {name} differ"
+        if (e["box"] is None) != (f.box is None):
+            return f"frame {i}: box {f.box} != {e['box']}"
+        if e["box"] is not None and any(_bits(getattr(f.box, a)) != _bits(np.asarray(getattr(e["box"], a)))
+                                        for a in ("vectors", "origin", "boundary")):
+            return f"frame {i}: box differs: {f.box} != {e['box']}"
+        if _bits(np.float64(f.meta["pe"])) != _bits(np.float64(e["meta"]["pe"])) or f.meta["tag"] != e["meta"]["tag"]:
+            return f"frame {i}: meta {f.meta} != {e['meta']}"
+    return None
+
+
+# -- recording ------------------------------------------------------------------------
+
+def record(plan: Plan, work: str):
+    """Run the plan on a recording file system; returns (ops, root, appended frames, commits).
+
+    ``commits`` lists, per op index that published a trajectory/zarr.json, its nstep.
+    """
+    fs = recording_fs()
+    root = os.path.join(work, "rec.mrec")
+    frames = []
+    w = None
+    for act in plan.actions:
+        if act[0] == "create":
+            w = mrec.TrajectoryWriter.create(root, schema(), fs=fs, flush_every=plan.flush_every)
+        elif act[0] == "open":
+            w = mrec.TrajectoryWriter.open(root, fs=fs, flush_every=plan.flush_every)
+        elif act[0] == "append":
+            _, frame, step, t = act
+            w.append(frame, step=step, time=t)
+            frames.append((frame, step, t))
+        elif act[0] == "flush":
+            w.flush()
+        elif act[0] == "close":
+            w.close()
+    return fs.ops, root, frames
+
+
+def commit_points(ops, root: str):
+    """(op index, nstep) of every publish of trajectory/zarr.json, and the durable points.
+
+    A publish is durable once an fsync of trajectory/zarr.json and then an
+    fsync_dir of trajectory/ followed it.
+    """
+    traj = os.path.join(root, "trajectory")
+    meta = os.path.join(traj, "zarr.json")
+    published, durable = [], []
+    last, synced = None, False
+    for i, op in enumerate(ops):
+        if op.kind == "replace" and op.path == meta:
+            last = json.loads(op.data)["attributes"]["nstep"]
+            published.append((i, last))
+            synced = op.fsync
+        elif op.kind == "fsync" and op.path == meta:
+            synced = True
+        elif op.kind == "fsync_dir" and op.path == traj and synced and last is not None:
+            if not durable or durable[-1][1] != last:
+                durable.append((i, last))
+    return published, durable
+
+
+def _upto(points, cut: int) -> int:
+    n = 0
+    for i, v in points:
+        if i < cut:
+            n = v
+    return n
+
+
+# -- checking one state ------------------------------------------------------------------
+
+def check_state(path: str, want: list[dict], lo: int, hi: int, allowed: set[int]) -> str | None:
+    try:
+        r = mrec.TrajectoryReader(path)
+    except mrec.MrecError as exc:
+        if lo == 0 and hi == 0 and not os.path.exists(os.path.join(path, "trajectory", "zarr.json")):
+            return None       # crashed before the trajectory existed: nothing was promised
+        return f"reader refused the store: {exc}"
+    n = len(r)
+    if n < lo:
+        return f"nstep {n} lost committed frames (at least {lo} must be visible)"
+    if n > hi or n not in allowed:
+        return f"nstep {n} claims frames never committed (at most {hi}; published {sorted(allowed)})"
+    try:
+        bad = compare(r, want, n)
+    except mrec.MrecError as exc:
+        return f"a visible frame is unreadable: {exc}"
+    if bad:
+        return bad
+    # reopen, append two frames, close, read back
+    try:
+        w = mrec.TrajectoryWriter.open(path, flush_every=1, durable=False)   # fsync adds nothing here
+        base = w.committed
+        if base != n:
+            return f"writer reopened at {base} frames, reader saw {n}"
+        last_step = int(r.steps[-1]) if n else 0
+        last_t = float(r.times[-1]) if n else 0.0
+        extra = []
+        for k in range(2):
+            f = {"blocks": {"atoms": {"x": np.full(4, 0.5 + k), "y": np.full(4, -1.5 - k)},
+                            "ions": {"q": np.arange(k + 1, dtype=float), "id": np.arange(k + 1, dtype=np.uint64)}},
+                 "box": mrec.Box(np.eye(3) * 99.0, np.zeros(3), np.ones(3, bool), True),
+                 "meta": {"pe": -7.0 - k, "tag": "re"}}
+            w.append(f, step=last_step + 1 + k, time=last_t + 1.0 + k)
+            extra.append((f, last_step + 1 + k, last_t + 1.0 + k))
+        w.close()
+        r2 = mrec.TrajectoryReader(path)
+        if len(r2) != n + 2:
+            return f"after reopen + 2 appends nstep is {len(r2)}, expected {n + 2}"
+        full = want[:n] + [dict(e, blocks=dict(e["blocks"])) for e in expected_frames(extra)]
+        bad = compare(r2, full, n + 2)
+        if bad:
+            return f"after reopen + append: {bad}"
+    except mrec.MrecError as exc:
+        return f"reopen + append failed: {exc}"
+    return None
+
+
+def tree_digest(root: str) -> str:
+    h = hashlib.sha256()
+    for d, dirs, files in sorted(os.walk(root)):
+        dirs.sort()
+        h.update(os.path.relpath(d, root).encode() + b"\0")
+        for f in sorted(files):
+            h.update(f.encode() + b"\0")
+            with open(os.path.join(d, f), "rb") as fh:
+                h.update(hashlib.sha256(fh.read()).digest())
+    return h.hexdigest()
+
+
+class Checker:
+    """check_state, memoised on the state's bytes (many cuts leave identical trees)."""
+
+    def __init__(self, want):
+        self.want = want
+        self.memo: dict = {}
+        self.distinct = 0
+
+    def __call__(self, path: str, lo: int, hi: int, allowed: set[int]) -> str | None:
+        key = (tree_digest(path), lo, hi, frozenset(allowed))
+        if key not in self.memo:
+            self.distinct += 1
+            self.memo[key] = _guard(check_state, path, self.want, lo, hi, allowed)
+        return self.memo[key]
+
+
+def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int | None = None) -> int:
+    t0 = time.time()
+    counts = {"process": 0, "power": 0}
+    distinct = 0
+    violations: list[str] = []
+    work = tempfile.mkdtemp(prefix="mrec-crashcheck-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        for plan in plans(quick):
+            rec_dir = os.path.join(work, plan.name)
+            os.makedirs(rec_dir)
+            ops, root, frames = record(plan, rec_dir)
+            sim = CrashSimulator(ops, root)
+            published, durable = commit_points(ops, root)
+            want = expected_frames(frames)
+            check = Checker(want)
+            cuts = range(len(ops) + 1)
+            if limit_cuts:
+                cuts = range(0, len(ops) + 1, max(1, (len(ops) + 1) // limit_cuts))
+            for cut in cuts:
+                received = _upto(published, cut)
+                allowed = {0} | {v for i, v in published if i < cut}
+                # process crash: exactly what the OS received
+                variants = [False, True] if cut < len(ops) and ops[cut].kind == "replace" else [False]
+                for stray in variants:
+                    dest = os.path.join(work, "state")
+                    shutil.rmtree(dest, ignore_errors=True)
+                    sim.materialise_process(cut, dest, stray_temp=stray)
+                    counts["process"] += 1
+                    bad = check(dest, received, received, allowed)
+                    if bad:
+                        violations.append(f"[process] {plan.name} cut {cut}/{len(ops)} ({_op(ops, cut)})"
+                                          f"{' +temp' if stray else ''}: {bad}")
+                # power loss: the extremes and sampled drop / tear combinations
+                must = _upto(durable, cut)
+                for seed in [None, "all"] + [cut * 1000 + k for k in range(seeds)]:
+                    dest = os.path.join(work, "state")
+                    shutil.rmtree(dest, ignore_errors=True)
+                    sim.materialise_power(cut, dest, seed=seed, ordered_metadata=ordered)
+                    counts["power"] += 1
+                    bad = check(dest, must, received, allowed)
+                    if bad:
+                        violations.append(f"[power] {plan.name} cut {cut}/{len(ops)} ({_op(ops, cut)}) seed {seed}: {bad}")
+            distinct += check.distinct
+            if verbose:
+                print(f"  {plan.name}: {len(ops)} ops, {len(frames)} frames, {len(published)} commits "
+                      f"({len(durable)} durable)", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    model = "ordered metadata (journaling fs)" if ordered else "strict (only fsync orders)"
+    print(f"crashcheck: process-crash states {counts['process']}, power-loss states {counts['power']} "
+          f"[{model}, {seeds} sampled seeds + 2 extremes per cut], {distinct} distinct, violations {len(violations)}, "
+          f"{time.time() - t0:.1f} s")
+    for v in violations[: (None if verbose else 40)]:
+        print("  " + v)
+    if len(violations) > 40 and not verbose:
+        print(f"  ... {len(violations) - 40} more (use -v)")
+    return 1 if violations else 0
+
+
+def _op(ops, cut):
+    if cut >= len(ops):
+        return "end"
+    op = ops[cut]
+    return f"next {op.kind} {os.path.basename(os.path.dirname(op.path))}/{os.path.basename(op.path)}"
+
+
+def _guard(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as exc:      # anything outside the MrecError family is itself a violation
+        return f"unexpected {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="one short session (a few seconds)")
+    ap.add_argument("--seeds", type=int, default=None, help="sampled power-loss states per cut (default 6, quick 2)")
+    ap.add_argument("--strict-metadata", action="store_true",
+                    help="power loss without journal ordering: directory changes survive per directory, "
+                         "only fsync orders anything")
+    ap.add_argument("--cuts", type=int, default=None, help="check about this many evenly spaced cuts, not every one")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args(argv)
+    seeds = a.seeds if a.seeds is not None else (2 if a.quick else 6)
+    return run(a.quick, seeds, not a.strict_metadata, a.verbose, a.cuts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

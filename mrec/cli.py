@@ -194,6 +194,8 @@ def main(argv=None) -> int:
     p.add_argument("--deep", action="store_true", help="decode every chunk (crc32c), resolve every frame, "
                    "check zip CRCs and precision grids")
     p.add_argument("--json", action="store_true")
+    from .repair import add_repair_command
+    add_repair_command(sub)
     p = sub.add_parser("fixtures", help="write the golden fixture catalogue (valid and invalid stores + sidecars)")
     p.add_argument("out", nargs="?", default="fixtures-out")
     p = sub.add_parser("pack", help="<stem>.mrec/ -> <stem>.mrec.zip")
@@ -215,6 +217,8 @@ def main(argv=None) -> int:
             return _info(args.path, args.json)
         if args.cmd == "validate":
             return _validate(args.path, args.deep, args.json)
+        if args.cmd == "repair":
+            return args.func(args)
         if args.cmd == "fixtures":
             from .fixtures import make_fixtures, summary
             out = Path(args.out)

@@ -225,3 +225,21 @@ def test_every_torn_combination_reads_committed_rows(tmp_path):
                         continue
                     assert got[:-1].tobytes() == data[:-1].tobytes()
     assert states == 16
+
+
+def test_mrec_repair_command_repairs_a_torn_index(tmp_path):
+    p, frames = _store(tmp_path)
+    shard = p / "trajectory" / "atoms" / "x" / "c" / "0"
+    raw = bytearray(shard.read_bytes())
+    raw[16 * 4096] ^= 0x01                                        # the index's trailing crc32c
+    shard.write_bytes(bytes(raw))
+    dry = subprocess.run([sys.executable, "-m", "mrec", "repair", str(p), "--dry-run"], capture_output=True, text=True)
+    assert dry.returncode == 0 and shard.read_bytes() == bytes(raw)
+    out = subprocess.run([sys.executable, "-m", "mrec", "repair", str(p)], capture_output=True, text=True)
+    assert out.returncode == 0 and "1 repaired" in out.stdout, out.stdout + out.stderr
+    from mrec.validate import validate
+    assert validate(p, deep=True).ok
+    _check(p, frames)
+    missing = subprocess.run([sys.executable, "-m", "mrec", "repair", str(tmp_path / "nope.mrec")],
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr

@@ -116,3 +116,29 @@ def test_torn_index_is_read_through_verified_chunks(tmp_path):
     with pytest.raises(CorruptionError) as e:
         Array.open(DirectoryStore(root), "x").read()
     assert "x/c/0" in str(e.value)
+
+
+def test_parallel_encode_writes_the_same_bytes_as_serial(tmp_path, monkeypatch):
+    """Inner chunks of one landing are encoded on a thread pool; the store is byte-identical."""
+    import mrec
+    from mrec.zarr import parallel
+
+    def write(path):
+        s = mrec.SequenceSchema()
+        s.declare_block("atoms", rows=3000)
+        for c in "xyz":
+            s.declare_column("atoms", c, "f64", precision=1e-3)
+        rng = np.random.default_rng(5)
+        with mrec.TrajectoryWriter.create(path, s, flush_every=20) as w:
+            for _ in range(45):
+                w.append({"atoms": {c: rng.uniform(0, 40, 3000) for c in "xyz"}})
+        return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+    calls = []
+    real = parallel._executor
+    monkeypatch.setattr(parallel, "_executor", lambda: calls.append(1) or real())
+    monkeypatch.setenv("MREC_THREADS", "2")
+    threaded = write(tmp_path / "t.mrec")
+    assert calls, "the pool was not used"
+    monkeypatch.setenv("MREC_THREADS", "1")
+    assert write(tmp_path / "s.mrec") == threaded

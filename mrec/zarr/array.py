@@ -22,6 +22,7 @@ from .codecs.bytes_ import BytesCodec
 from .codecs.crc32c_ import Crc32cCodec
 from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
+from .parallel import encode_all
 
 
 _EMPTY = int(EMPTY)
@@ -543,7 +544,7 @@ class ShardedAppender:
             # a shard is fresh when nothing of it lies below the logical length
             fresh = base < s_lo or (base == s_lo and self.tail is None)
             index, pos = self._load_shard(s, key, fresh)
-            blobs = []
+            items = []                    # (coord, inner chunk array, label): encoded together below
             start_pos = pos
             last_inner = -(-(min(end_row, s_lo + self.shard_rows) - s_lo) // ir)
             for i0 in range(first_inner // ir, last_inner):
@@ -560,12 +561,16 @@ class ShardedAppender:
                         full[tuple(slice(0, d) for d in sub.shape)] = sub
                         sub = full
                     coord = (i0, *it)
-                    label = f"{self.array.store.describe(key)} inner chunk {list(coord)}"
-                    blob = sh.codecs.encode(sub, ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, label))
-                    index.offsets[coord] = pos
-                    index.nbytes[coord] = len(blob)
-                    blobs.append(blob)
-                    pos += len(blob)
+                    items.append((coord, sub, f"{self.array.store.describe(key)} inner chunk {list(coord)}"))
+
+            def encode(item, sh=sh, m=m):
+                return sh.codecs.encode(item[1], ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, item[2]))
+
+            blobs = encode_all(encode, items, sum(x[1].nbytes for x in items))
+            for (coord, _sub, _label), blob in zip(items, blobs):
+                index.offsets[coord] = pos
+                index.nbytes[coord] = len(blob)
+                pos += len(blob)
             # entries past the new end are stale leftovers of an uncommitted tail
             stale_from = last_inner
             if stale_from < self.grid[0]:

@@ -426,3 +426,19 @@ def test_valid_record_vector_written_and_validated(tmp_path):
     kw.update({k: doc[k] for k in ("meta", "status", "method") if doc.get(k) is not None})
     p = mrec.write_record(tmp_path / "r.mrec", **kw)
     assert validate(p, deep=True).ok
+
+
+def test_progress_bar_draws_only_on_a_terminal(good, tmp_path):
+    import io
+    from mrec.progress import Bar
+    out = io.StringIO()
+    with Bar("pack", stream=out, enabled=True) as bar:
+        mrec.pack(fresh(good, tmp_path), keep=True, progress=bar)
+    text = out.getvalue()
+    assert text.startswith("\rpack [") and "100.0%" in text and text.endswith("\n")
+    quiet = io.StringIO()                                   # a StringIO is not a terminal
+    with Bar("validate", stream=quiet, unit="arrays") as bar:
+        validate(good, deep=True, progress=bar)
+    assert quiet.getvalue() == ""
+    cli = _cli("pack", fresh(good, tmp_path / "x"))
+    assert cli.returncode == 0 and cli.stderr == ""           # a pipe gets no bar

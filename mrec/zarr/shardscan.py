@@ -42,6 +42,7 @@ from .codecs.crc32c_ import Crc32cCodec
 from .codecs.sharding import EMPTY, ShardIndex
 
 MAX_SCAN = 1 << 24      # longest blob searched byte by byte (16 MiB)
+SECTOR = 512
 
 
 @dataclass
@@ -198,6 +199,17 @@ def _trust(sharding, spec, data: bytes, old_at: tuple[int, int], new_at: tuple[i
     newer = data[n_off:n_off + n_nb]
     if not newer or not any(newer):
         return ALL
+    # the sector holding the newer copy's crc32c never written (its part of it all zero: a
+    # crc of 0 has odds 2^-32), or, behind a compressor, its part of any sector (32 bytes or more) all zero
+    # (compressed data has no run of 32 zero bytes): a power loss tore the copy before it landed
+    last = (n_off + n_nb - 1) // SECTOR * SECTOR
+    if len(newer) == n_nb and not any(data[max(last, n_off):n_off + n_nb]):
+        return ALL
+    if len(newer) == n_nb and any(getattr(c, "name", "") in ("gzip", "zstd") for c in sharding.codecs.bytes_bytes):
+        for sec in range(n_off // SECTOR * SECTOR, n_off + n_nb, SECTOR):
+            part = data[max(sec, n_off):min(sec + SECTOR, n_off + n_nb)]
+            if len(part) >= 32 and not any(part):
+                return ALL
     ab = sharding.codecs.array_bytes
     if sharding.codecs.array_array or not isinstance(ab, BytesCodec) or len(sharding.codecs.bytes_bytes) != 1:
         return None

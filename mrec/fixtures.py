@@ -793,17 +793,22 @@ def _build_whole(path: Path) -> None:
     _expect(path, frames)
 
 
-def _build_unknown_content(path: Path) -> None:
-    """Unknown sections, nodes and keys a reader must keep (and a WAL line past the metrics watermark)."""
-    write_record(path, meta={"x_unknown": None}, frame={"blocks": {"atoms": {"x": [1.0, 2.0]}}},
-                 metrics=_EVENTS[:2])
-    store = DirectoryStore(str(path))
+def plant_unknown_nodes(store) -> None:
+    """Add content mrec does not model to a record with ``frame/atoms``: an unknown root section (a
+    force field), a child group inside a block, an array beside the blocks, an unknown section."""
     write_group(store, "forcefield", {"name": "tip3p", "units": {"preset": "real"}, "styles": []})
     write_group(store, "forcefield/pair.lj%2Fcut", {"count": 2})
     write_fixed_array(store, "forcefield/pair.lj%2Fcut/name", np.array(["a", "b"], dtype=object), "string")
     write_group(store, "frame/atoms/x_vendor_group", {"k": None})
     write_fixed_array(store, "frame/loose_array", np.arange(3.0), "f64")
     write_group(store, "x_section", {"anything": [1, {"b": None}]})
+
+
+def _build_unknown_content(path: Path) -> None:
+    """Unknown sections, nodes and keys a reader must keep (and a WAL line past the metrics watermark)."""
+    write_record(path, meta={"x_unknown": None}, frame={"blocks": {"atoms": {"x": [1.0, 2.0]}}},
+                 metrics=_EVENTS[:2])
+    plant_unknown_nodes(DirectoryStore(str(path)))
     applied = b'{"t":"scalar","k":"train/loss","s":2,"w":"2026-08-04T12:00:01Z","v":0.7}\n'
     past = b'{"t":"scalar","k":"train/loss","s":9,"w":"2026-08-04T12:00:09Z","v":"NaN"}\n'
     (path / "metrics" / "metrics.jsonl").write_bytes(applied + past + b'{"t":"scal')     # a torn tail is ignored

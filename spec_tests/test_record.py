@@ -489,16 +489,9 @@ def test_read_refusals(tmp_path, tamper, kind, where, packed):
 
 def test_unknown_content_preserved_verbatim(tmp_path):
     p = full_record(tmp_path / "u.mrec")
-    store = DirectoryStore(str(p))
-    from mrec.record.fixed import write_fixed_array
-    from mrec.zarr.array import write_group
+    from mrec.fixtures import plant_unknown_nodes
     # an unknown root section (a force field), an unknown node inside a block, an array beside the blocks
-    write_group(store, "forcefield", {"name": "tip3p", "units": {"preset": "real"}, "styles": []})
-    write_group(store, "forcefield/pair.lj%2Fcut", {"count": 2})
-    write_fixed_array(store, "forcefield/pair.lj%2Fcut/name", np.array(["a", "b"], dtype=object), "string")
-    write_group(store, "frame/atoms/x_vendor_group", {"k": None})
-    write_fixed_array(store, "frame/loose_array", np.arange(3.0), "f64")
-    write_group(store, "x_section", {"anything": [1, {"b": None}]})
+    plant_unknown_nodes(DirectoryStore(str(p)))
     (p / "metrics" / "metrics.jsonl").write_bytes(b'{"t":"scalar","k":"train/loss","s":9,"w":"2026-08-04T12:00:09Z","v":0.1}\n')
     r = mrec.read_record(p)
     assert "forcefield" in r.sections() and "x_section" in r.sections()

@@ -243,3 +243,33 @@ def test_mrec_repair_command_repairs_a_torn_index(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "mrec", "repair", str(tmp_path / "nope.mrec")],
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+
+def test_torn_string_copy_trusts_the_agreeing_items_of_the_older_copy():
+    """A re-encoded string chunk torn by power loss: the older copy's leading items that equal the
+    newer copy's (in sectors that were written) are trusted, an empty string included; an
+    unwritten (zero) sector never vouches for one."""
+    import struct
+    from mrec.zarr.shardscan import ALL, _trust_strings
+
+    def vlen(items):
+        body = struct.pack("<I", len(items)) + b"".join(struct.pack("<I", len(x)) + x.encode() for x in items)
+        return body + b"\x01\x02\x03\x04"                               # stands for the crc32c
+
+    old = vlen(["a", "", "", ""])               # committed: "a", "" (an empty last row), then fill padding
+    new = vlen(["a", "", "b" * 600, "c"])       # the re-encoded copy with two more rows
+    o_off, n_off = 512, 1024
+    data = bytearray(2048 + len(new))
+    data[o_off:o_off + len(old)] = old
+    torn = bytearray(new)
+    torn[512 - (n_off % 512):] = bytes(len(torn) - (512 - (n_off % 512)))   # only its first sector landed
+    data[n_off:n_off + len(new)] = torn
+    assert _trust_strings(bytes(data), (o_off, len(old)), (n_off, len(new)), 1) == 2
+    data[n_off:n_off + len(new)] = new                                       # fully landed (crc aside)
+    assert _trust_strings(bytes(data), (o_off, len(old)), (n_off, len(new)), 1) == 2   # "b"*600 differs
+    same = vlen(["a", "", "", ""])
+    data[n_off:n_off + len(same)] = same
+    assert _trust_strings(bytes(data), (o_off, len(old)), (n_off, len(same)), 1) == ALL
+    zero = bytes(len(new))                                                   # nothing of it landed
+    data[n_off:n_off + len(new)] = zero
+    assert _trust_strings(bytes(data), (o_off, len(old)), (n_off, len(new)), 1) == 0

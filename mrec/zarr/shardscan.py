@@ -38,6 +38,7 @@ from crc32c import crc32c
 from ..errors import MrecError
 from .codecs.base import ChunkSpec
 from .codecs.bytes_ import BytesCodec
+from .codecs.vlen_utf8 import VlenUtf8Codec
 from .codecs.crc32c_ import Crc32cCodec
 from .codecs.sharding import EMPTY, ShardIndex
 
@@ -211,6 +212,8 @@ def _trust(sharding, spec, data: bytes, old_at: tuple[int, int], new_at: tuple[i
             if len(part) >= 32 and not any(part):
                 return ALL
     ab = sharding.codecs.array_bytes
+    if not sharding.codecs.array_array and isinstance(ab, VlenUtf8Codec) and len(sharding.codecs.bytes_bytes) == 1:
+        return _trust_strings(data, old_at, new_at, int(np.prod(spec.shape[1:], dtype=np.int64)) or 1)
     if sharding.codecs.array_array or not isinstance(ab, BytesCodec) or len(sharding.codecs.bytes_bytes) != 1:
         return None
     row = int(np.prod(spec.shape[1:], dtype=np.int64)) * spec.dtype.numpy.itemsize
@@ -237,3 +240,46 @@ def trusted(index, coord, chunk, need: int, fill) -> bool:
 @dataclass(frozen=True)
 class _Rebuilt(ShardIndex):
     degraded: dict = field(default_factory=dict)
+
+
+def _vlen_spans(body: bytes, base: int) -> list[tuple[int, int, int]]:
+    """(absolute start of the item's length prefix, start, end) of each item of a vlen-utf8
+    body that parses, in order (a body that stops parsing yields the items before)."""
+    out = []
+    if len(body) < 4:
+        return out
+    count = int.from_bytes(body[:4], "little")
+    pos = 4
+    for _ in range(count):
+        if pos + 4 > len(body):
+            break
+        ln = int.from_bytes(body[pos:pos + 4], "little")
+        if pos + 4 + ln > len(body):
+            break
+        out.append((base + pos, base + pos + 4, base + pos + 4 + ln))
+        pos += 4 + ln
+    return out
+
+
+def _trust_strings(data: bytes, old_at: tuple[int, int], new_at: tuple[int, int], per_row: int) -> int:
+    """:func:`_trust` for uncompressed vlen-utf8 chunks: the leading items of the older copy
+    that equal the newer copy's, where every sector the newer item lies in was written (not
+    all zero: an empty string is four zero bytes, so an unwritten sector must never vouch for one)."""
+    (o_off, o_nb), (n_off, n_nb) = old_at, new_at
+    old = _vlen_spans(data[o_off:o_off + o_nb - 4], o_off)
+    new = _vlen_spans(data[n_off:n_off + n_nb - 4], n_off)
+
+    def written(lo: int, hi: int) -> bool:
+        for sec in range(lo // SECTOR * SECTOR, max(hi, lo + 1), SECTOR):
+            if not any(data[max(sec, n_off):min(sec + SECTOR, n_off + n_nb)]):
+                return False
+        return True
+
+    n = 0
+    for (_, os_, oe), (np_, ns, ne) in zip(old, new):
+        if data[os_:oe] != data[ns:ne] or not written(np_, ne):
+            break
+        n += 1
+    if old and n == len(old):
+        return ALL
+    return n // per_row

@@ -251,3 +251,22 @@ def test_refused_create_open_and_closed_leave_store_byte_identical(tmp_path):
     with pytest.raises(mrec.RefusalError) as e:
         w.append({"blocks": {"atoms": {"x": np.ones(3)}}}, time=9.0)
     assert e.value.kind == "closed" and tree_hash(p) == after_close
+
+
+def test_huge_inner_chunk_shape_refused_by_name(tmp_path):
+    """Found by `tools/fuzz.py --n 100000`: an inner chunk extent beyond 2^62 (or an inner chunk of
+    more elements than one read may allocate) is refused at parse, never a numpy ValueError."""
+    import json
+    from mrec.errors import MetadataError
+    from mrec.zarr.metadata import parse_node
+    for inner in ([2 ** 63], [2 ** 20, 2 ** 20], [1] * 33):
+        doc = {"zarr_format": 3, "node_type": "array", "shape": [10], "data_type": "float64",
+               "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [10]}},
+               "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}}, "fill_value": 0,
+               "codecs": [{"name": "sharding_indexed", "configuration": {
+                   "chunk_shape": inner, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+                   "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+                   "index_location": "end"}}]}
+        with pytest.raises(MetadataError) as e:
+            parse_node(json.dumps(doc).encode(), "a/zarr.json")
+        assert "a/zarr.json" in str(e.value) and "chunk_shape" in str(e.value)

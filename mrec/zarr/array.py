@@ -258,6 +258,7 @@ class Array:
         raw = self.store.get(key)
         if raw is None:
             return None
+        _check_alloc(self.meta.chunk_shape, self.store.describe(key))     # a chunk is decoded whole
         chunk = self.meta.codecs.decode(raw, self.chunk_spec(key))
         return chunk[r_lo:r_hi]
 

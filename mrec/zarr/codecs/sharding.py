@@ -18,9 +18,22 @@ from .base import ArrayBytesCodec, ChunkSpec
 EMPTY = np.uint64(2**64 - 1)
 
 
+#: bounds of an inner chunk shape (as metadata.MAX_RANK / MAX_DIM; an inner chunk is decoded whole,
+#: so its element count is bounded too, as one read is)
+_MAX_RANK, _MAX_DIM, _MAX_INNER_ELEMENTS = 32, 2**62, 2**31
+
+
 def _shape(v, where, what) -> tuple[int, ...]:
-    if not isinstance(v, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in v):
-        raise MetadataError(f"sharding {what} {v!r} is not a list of positive integers", path=where)
+    if (not isinstance(v, list) or len(v) > _MAX_RANK
+            or not all(isinstance(i, int) and not isinstance(i, bool) and 0 < i <= _MAX_DIM for i in v)):
+        raise MetadataError(f"sharding {what} {v!r} is not a list of at most {_MAX_RANK} positive integers "
+                            f"up to 2^62", path=where)
+    n = 1
+    for i in v:
+        n *= i
+    if n > _MAX_INNER_ELEMENTS:
+        raise MetadataError(f"sharding {what} {v!r} makes inner chunks of {n} elements (at most "
+                            f"{_MAX_INNER_ELEMENTS})", path=where)
     return tuple(v)
 
 

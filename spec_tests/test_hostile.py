@@ -270,3 +270,14 @@ def test_huge_inner_chunk_shape_refused_by_name(tmp_path):
         with pytest.raises(MetadataError) as e:
             parse_node(json.dumps(doc).encode(), "a/zarr.json")
         assert "a/zarr.json" in str(e.value) and "chunk_shape" in str(e.value)
+
+
+def test_huge_shuffle_elementsize_refused_by_name():
+    """Found by `tools/fuzz.py --n 100000 --seed 11`: elementsize 2^63 overflowed numpy."""
+    from mrec.errors import MetadataError
+    from mrec.zarr.codecs.shuffle import ShuffleCodec
+    for n in (2 ** 63, 2 ** 31 + 1, 0, -1, True, 1.5):
+        with pytest.raises(MetadataError) as e:
+            ShuffleCodec.from_config({"elementsize": n}, "a/zarr.json")
+        assert "a/zarr.json" in str(e.value)
+    assert ShuffleCodec.from_config({"elementsize": 2 ** 31}, "a/zarr.json").elementsize == 2 ** 31

@@ -50,6 +50,11 @@ def unshuffle_bytes(data: bytes, n: int) -> bytes:
     return out.tobytes()
 
 
+#: an element of the shuffle is at most this many bytes (numcodecs has no bound; a larger one
+#: would only ever leave a chunk unshuffled, and huge values overflow numpy's dimensions)
+MAX_ELEMENTSIZE = 2**31
+
+
 @dataclass(frozen=True)
 class ShuffleCodec(BytesBytesCodec):
     name = "numcodecs.shuffle"
@@ -58,8 +63,9 @@ class ShuffleCodec(BytesBytesCodec):
     @classmethod
     def from_config(cls, config, where):
         n = (config or {}).get("elementsize", 4)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise MetadataError(f"numcodecs.shuffle elementsize {n!r} is not a positive integer", path=where)
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_ELEMENTSIZE:
+            raise MetadataError(f"numcodecs.shuffle elementsize {n!r} is not an integer in 1..{MAX_ELEMENTSIZE}",
+                                path=where)
         return cls(n)
 
     def to_json(self):

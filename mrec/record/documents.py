@@ -78,6 +78,19 @@ def _string(doc: Mapping, key: str, where: str | None, at: str, *, required: boo
         raise _refuse("bad_document", f"{at}.{key} must be a string, found {doc[key]!r}", where)
 
 
+def _each_object(doc: Mapping, key: str, where: str | None, at: str, check) -> None:
+    """``doc[key]``, when present, is an object of objects; ``check(value, path)`` each value."""
+    v = doc.get(key)
+    if v is None:
+        return
+    if not isinstance(v, Mapping):
+        raise _refuse("bad_document", f"{at}.{key} must be an object, found {v!r}", where)
+    for name, item in v.items():
+        if not isinstance(item, Mapping):
+            raise _refuse("bad_document", f"{at}.{key}.{name} must be an object, found {item!r}", where)
+        check(item, f"{at}.{key}.{name}")
+
+
 def _timestamp(doc: Mapping, key: str, where: str | None, at: str) -> None:
     v = doc.get(key)
     if v is None:
@@ -117,14 +130,7 @@ def check_meta(doc: Any, where: str | None = None) -> dict:
     for key in ("source", "record_id", "content_hash"):
         _string(d, key, where, "meta")
     _timestamp(d, "created_at", where, "meta")
-    modules = d.get("modules")
-    if modules is not None:
-        if not isinstance(modules, Mapping):
-            raise _refuse("bad_document", f"meta.modules must be an object, found {modules!r}", where)
-        for name, m in modules.items():
-            if not isinstance(m, Mapping):
-                raise _refuse("bad_document", f"meta.modules.{name} must be an object, found {m!r}", where)
-            _string(m, "spec", where, f"meta.modules.{name}")
+    _each_object(d, "modules", where, "meta", lambda m, at: _string(m, "spec", where, at))
     return d
 
 
@@ -173,14 +179,7 @@ def _check_method(d: Mapping, where: str | None, at: str) -> None:
         raise _refuse("bad_document", f"{at}.engine must be an object, found {engine!r}", where)
     _string(engine, "name", where, f"{at}.engine", required=True)
     _string(engine, "version", where, f"{at}.engine")
-    stages = d.get("stages")
-    if stages is not None:
-        if not isinstance(stages, Mapping):
-            raise _refuse("bad_document", f"{at}.stages must be an object, found {stages!r}", where)
-        for sid, stage in stages.items():
-            if not isinstance(stage, Mapping):
-                raise _refuse("bad_document", f"{at}.stages.{sid} must be an object", where)
-            _check_method(stage, where, f"{at}.stages.{sid}")
+    _each_object(d, "stages", where, at, lambda stage, sat: _check_method(stage, where, sat))
     order = d.get("order")
     if order is not None and (not isinstance(order, list) or not all(isinstance(s, str) for s in order)):
         raise _refuse("bad_document", f"{at}.order must be a list of stage ids, found {order!r}", where)

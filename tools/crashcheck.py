@@ -309,7 +309,8 @@ class Checker:
         return self.memo[key]
 
 
-def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int | None = None) -> int:
+def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int | None = None,
+        only: list[str] | None = None) -> int:
     t0 = time.time()
     counts = {"process": 0, "power": 0}
     distinct = 0
@@ -317,6 +318,8 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
     work = tempfile.mkdtemp(prefix="mrec-crashcheck-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     try:
         for plan in plans(quick):
+            if only and plan.name not in only:
+                continue
             rec_dir = os.path.join(work, plan.name)
             os.makedirs(rec_dir)
             ops, root, frames = record(plan, rec_dir)
@@ -390,10 +393,12 @@ def main(argv=None) -> int:
                     help="power loss without journal ordering: directory changes survive per directory, "
                          "only fsync orders anything")
     ap.add_argument("--cuts", type=int, default=None, help="check about this many evenly spaced cuts, not every one")
+    ap.add_argument("--plan", action="append", default=None,
+                    help="check only this session (repeatable): " + ", ".join(p.name for p in plans(False)))
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
     seeds = a.seeds if a.seeds is not None else (2 if a.quick else 6)
-    return run(a.quick, seeds, not a.strict_metadata, a.verbose, a.cuts)
+    return run(a.quick, seeds, not a.strict_metadata, a.verbose, a.cuts, a.plan)
 
 
 if __name__ == "__main__":

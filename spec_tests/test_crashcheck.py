@@ -24,6 +24,41 @@ def test_crashcheck_quick(capsys):
     assert "violations 0" in out
 
 
+def test_crashcheck_quick_strict_model_with_durable_always(capsys):
+    """Where only fsync orders anything (no journal), a writer with durable='always' keeps every
+    commit: chunks fsynced before any zarr.json, each zarr.json fsynced as written and its directory
+    before the next, a group rewrite after its arrays, the commit marker last."""
+    assert _tool().main(["--quick", "--seeds", "1", "--cuts", "50", "--strict-metadata", "--durable-always"]) == 0
+    out = capsys.readouterr().out
+    assert "violations 0" in out and "strict" in out and "durable='always'" in out
+
+
+def test_durable_always_fsyncs_automatic_flushes(tmp_path):
+    import mrec
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=2)
+    s.declare_column("atoms", "x", "f64")
+    kinds = {}
+    for durable in (True, "always"):
+        fs = recording_fs()
+        w = mrec.TrajectoryWriter.create(tmp_path / f"{durable}.mrec", s, fs=fs, flush_every=2, durable=durable)
+        fs.clear()
+        for i in range(2):                                   # the second append flushes automatically
+            w.append({"blocks": {"atoms": {"x": np.arange(2.0) + i}}})
+        kinds[durable] = [op.kind for op in fs.ops]
+        w.close()
+    assert "fsync" not in kinds[True] and "fsync_dir" not in kinds[True]
+    assert "fsync" in kinds["always"] and kinds["always"][-1] == "fsync_dir"
+    for bad in ("yes", 2, None):
+        try:
+            mrec.TrajectoryWriter.create(tmp_path / "bad.mrec", s, durable=bad)
+        except mrec.RefusalError as e:
+            assert e.kind == "bad_durable" and "durable" in str(e)
+        else:
+            raise AssertionError(f"durable={bad!r} accepted")
+        assert not (tmp_path / "bad.mrec").exists()
+
+
 def test_power_loss_model_drops_unsynced_and_keeps_synced(tmp_path):
     fs = recording_fs()
     root = tmp_path / "r"

@@ -450,14 +450,23 @@ def test_commit_order(tmp_path, durable):
             assert i < last_replace
     syncs = [(k, r) for k, r in rel if k in ("fsync", "fsync_dir")]
     if durable:
-        assert rel[-2:] == [("fsync", traj), ("fsync_dir", "trajectory")]
+        # the commit marker's bytes fsynced before its rename, then its directory
+        assert rel[-2:] == [("replace", traj), ("fsync_dir", "trajectory")] and ops[-2].fsync
         data = {r for k, r in rel if k == "write_at"}
         assert data <= {r for k, r in syncs if k == "fsync"}
-        # the data and array metadata are fsynced before the commit marker is published
-        first_sync = min(i for i, (k, r) in enumerate(rel) if k == "fsync")
-        assert first_sync < last_replace
+        # every chunk is fsynced (with its directories) before any zarr.json is replaced, and
+        # every zarr.json is fsynced as written, its directory fsynced before the next replace:
+        # the order holds even where only fsync orders anything (docs/reliability.md)
+        first_replace = min(i for i, (k, r) in enumerate(rel) if k == "replace")
+        last_data_sync = max(i for i, (k, r) in enumerate(rel) if k == "fsync" and r in data)
+        assert last_data_sync < first_replace
+        for i, op in enumerate(ops):
+            if op.kind == "replace":
+                assert op.fsync, rel[i]
+                nxt = [rel[j] for j in range(i + 1, len(rel)) if rel[j][0] in ("replace", "fsync_dir")]
+                assert nxt[0] == ("fsync_dir", os.path.dirname(rel[i][1])), (rel[i], nxt[:2])
     else:
-        assert syncs == []
+        assert syncs == [] and not any(op.fsync for op in ops)
 
 
 # -- oracles ------------------------------------------------------------------------------------

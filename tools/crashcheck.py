@@ -18,7 +18,7 @@ result reads back.
 
     python tools/crashcheck.py            # the full run (every session, every cut)
     python tools/crashcheck.py --quick    # a short run (the CI test)
-    python tools/crashcheck.py --seeds 16 --strict-metadata
+    python tools/crashcheck.py --seeds 16 --strict-metadata --durable-always
 
 Prints the states checked per model and every violation; exits 1 on any.
 """
@@ -176,7 +176,7 @@ def compare(r: mrec.TrajectoryReader, want: list[dict], n: int) -> str | None:
 
 # -- recording ------------------------------------------------------------------------
 
-def record(plan: Plan, work: str):
+def record(plan: Plan, work: str, durable=True):
     """Run the plan on a recording file system; returns (ops, root, appended frames, commits).
 
     ``commits`` lists, per op index that published a trajectory/zarr.json, its nstep.
@@ -187,9 +187,9 @@ def record(plan: Plan, work: str):
     w = None
     for act in plan.actions:
         if act[0] == "create":
-            w = mrec.TrajectoryWriter.create(root, schema(), fs=fs, flush_every=plan.flush_every)
+            w = mrec.TrajectoryWriter.create(root, schema(), fs=fs, flush_every=plan.flush_every, durable=durable)
         elif act[0] == "open":
-            w = mrec.TrajectoryWriter.open(root, fs=fs, flush_every=plan.flush_every)
+            w = mrec.TrajectoryWriter.open(root, fs=fs, flush_every=plan.flush_every, durable=durable)
         elif act[0] == "append":
             _, frame, step, t = act
             w.append(frame, step=step, time=t)
@@ -310,7 +310,7 @@ class Checker:
 
 
 def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int | None = None,
-        only: list[str] | None = None) -> int:
+        only: list[str] | None = None, writer_durable=True) -> int:
     t0 = time.time()
     counts = {"process": 0, "power": 0}
     distinct = 0
@@ -322,7 +322,7 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
                 continue
             rec_dir = os.path.join(work, plan.name)
             os.makedirs(rec_dir)
-            ops, root, frames = record(plan, rec_dir)
+            ops, root, frames = record(plan, rec_dir, writer_durable)
             sim = CrashSimulator(ops, root)
             published, durable = commit_points(ops, root)
             want = expected_frames(frames)
@@ -361,6 +361,8 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
     finally:
         shutil.rmtree(work, ignore_errors=True)
     model = "ordered metadata (journaling fs)" if ordered else "strict (only fsync orders)"
+    if writer_durable == "always":
+        model += ", writer durable='always'"
     print(f"crashcheck: process-crash states {counts['process']}, power-loss states {counts['power']} "
           f"[{model}, {seeds} sampled seeds + 2 extremes per cut], {distinct} distinct, violations {len(violations)}, "
           f"{time.time() - t0:.1f} s")
@@ -395,10 +397,14 @@ def main(argv=None) -> int:
     ap.add_argument("--cuts", type=int, default=None, help="check about this many evenly spaced cuts, not every one")
     ap.add_argument("--plan", action="append", default=None,
                     help="check only this session (repeatable): " + ", ".join(p.name for p in plans(False)))
+    ap.add_argument("--durable-always", action="store_true",
+                    help="record the sessions with TrajectoryWriter(durable='always'): every flush fsynced "
+                         "(what --strict-metadata needs for every commit to be durable)")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
     seeds = a.seeds if a.seeds is not None else (2 if a.quick else 6)
-    return run(a.quick, seeds, not a.strict_metadata, a.verbose, a.cuts, a.plan)
+    return run(a.quick, seeds, not a.strict_metadata, a.verbose, a.cuts, a.plan,
+               "always" if a.durable_always else True)
 
 
 if __name__ == "__main__":

@@ -95,18 +95,18 @@ def _logical_lengths(store) -> dict[str, int]:
         if a is not None:
             out[a.path] = n
     bx = lay.box
-    for a in (bx.vectors, bx.origin, bx.boundary):
+    committed = bx.n_updates if bx.vectors is not None else 0    # vectors lands last: without it the
+    for a in (bx.vectors, bx.origin, bx.boundary):                # other box arrays are uncommitted
         if a is not None:
-            out[a.path] = bx.n_updates
-    if bx.vectors is not None:
-        out[f"{TRAJ}/box/step_index"] = bx.n_updates
+            out[a.path] = committed
+    out[f"{TRAJ}/box/step_index"] = committed
     for b in lay.blocks.values():
         total = b.total_rows
         for a in (*b.columns.values(), *b.masks.values()):
             out[a.path] = total
-        if b.step_index is not None:
-            out[f"{TRAJ}/{b.name}/step_index"] = b.n_updates
-            out[f"{TRAJ}/{b.name}/offset"] = b.n_updates + 1
+        committed = b.n_updates if b.step_index is not None else 0   # no step_index: offset is uncommitted
+        out[f"{TRAJ}/{b.name}/step_index"] = committed
+        out[f"{TRAJ}/{b.name}/offset"] = committed + 1 if committed else 0   # the leading 0 with the first update
     return out
 
 

@@ -277,7 +277,8 @@ def _load_block(store, name: str, decl, nstep: int) -> BlockLayout:
         b.n_updates = n
         if off.shape[0] < n + 1 and not (n == 0 and off.shape[0] == 0):
             raise refuse("broken_index", f"offset has {off.shape[0]} entries, needs {n + 1}", off.name)
-        offs = _read_index_array(off, min(off.shape[0], n + 1), f"{where}/offset") if off.shape[0] else np.zeros(1, np.uint64)
+        # offset's leading 0 is committed with the first update: with none, nothing of it is read
+        offs = _read_index_array(off, min(off.shape[0], n + 1), f"{where}/offset") if n else np.zeros(1, np.uint64)
         if len(offs) == 0:
             offs = np.zeros(1, np.uint64)
         if offs[0] != 0:

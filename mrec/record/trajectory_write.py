@@ -11,6 +11,11 @@ lands them in the chapter's order:
    directories;
 3. ``trajectory/zarr.json`` last, carrying ``nstep`` and the progressions;
 4. if durable: fsync of that file and of ``trajectory/``.
+
+In a durable flush every ``zarr.json`` is fsynced as its temporary file, before the
+rename (the same fsyncs as after it): the rename can then never reach the disk
+ahead of the document's bytes, even on a file system that does not order them
+(see docs/reliability.md).  ``durable="always"`` makes automatic flushes durable too.
 """
 from __future__ import annotations
 
@@ -84,10 +89,10 @@ class _Writer:
             self.meta_dirty = True
         return keys
 
-    def publish(self) -> str | None:
+    def publish(self, fsync: bool = False) -> str | None:
         if not self.meta_dirty:
             return None
-        self.array.write_metadata()
+        self.array.write_metadata(fsync=fsync)
         self.new = self.meta_dirty = False
         return meta_key(self.path)
 
@@ -254,13 +259,18 @@ class TrajectoryWriter:
     Use :meth:`create` for a new trajectory and :meth:`open` to reopen one and
     append.  ``append`` buffers; every ``flush_every`` frames an automatic
     (not fsynced) flush lands the buffer; :meth:`flush` and :meth:`close` are
-    durable when ``durable`` is true.
+    durable when ``durable`` is true.  ``durable="always"`` fsyncs automatic
+    flushes too: what a file system that orders nothing but fsync needs for every
+    commit to survive a power loss (docs/reliability.md).
     """
 
-    def __init__(self, store: DirectoryStore, schema: SequenceSchema, *, durable: bool, compression: X.Compression):
+    def __init__(self, store: DirectoryStore, schema: SequenceSchema, *, durable, compression: X.Compression):
+        if durable not in (True, False, "always") or isinstance(durable, (int, float)) and not isinstance(durable, bool):
+            raise RefusalError(f"durable={durable!r} is not True, False or 'always'", kind="bad_durable")
         self.store = store
         self.schema = schema
-        self.durable = durable
+        self.durable = bool(durable)                 # explicit flush() / close()
+        self.durable_auto = durable == "always"      # automatic flushes
         self.compression = compression
         self.nframes = 0
         self.committed = 0
@@ -312,10 +322,11 @@ class TrajectoryWriter:
         w.flush_every = flush_every if flush_every is not None else w._auto_k()
         w._check_flush_every()
         w.traj_attrs = {"sequence_schema": schema.to_json(), "nstep": 0}
-        store.set(meta_key(TRAJ), json_dumps(GroupMetadata(w.traj_attrs).to_json()))
-        written.append(meta_key(TRAJ))
-        if durable:
-            w._sync(written, [])
+        if w.durable:
+            w._sync(written, [])                                    # the layout on disk before
+        store.set(meta_key(TRAJ), json_dumps(GroupMetadata(w.traj_attrs).to_json()), fsync=w.durable)
+        if w.durable:                                               # the trajectory/zarr.json that names it
+            store.fsync_dir(TRAJ)
         return w
 
     @classmethod
@@ -465,7 +476,7 @@ class TrajectoryWriter:
         if arr is None:
             return None
         if arr.shape[0] > logical:
-            arr.set_shape((logical, *arr.shape[1:]))           # the reopen rule: shrink to the logical shape
+            arr.set_shape((logical, *arr.shape[1:]), fsync=self.durable)   # the reopen rule: shrink to the logical shape
         return _Writer(arr, logical, new=False)
 
     def _restore(self, layout) -> None:
@@ -557,7 +568,9 @@ class TrajectoryWriter:
             elif bl_.step_index is not None:
                 bs.si = self._open_writer(read_arr(st, f"{bs.path}/step_index"), bl_.n_updates)
                 off_arr = read_arr(st, f"{bs.path}/offset")
-                bs.off = self._open_writer(off_arr, min(off_arr.shape[0], bl_.n_updates + 1))
+                # offset's leading 0 is committed with the first update, not before: a crash
+                # inside the first flush can leave it unwritten (then it is written again)
+                bs.off = self._open_writer(off_arr, min(off_arr.shape[0], bl_.n_updates + 1 if bl_.n_updates else 0))
                 if bs.off.rows == 0:
                     bs.off.append(np.zeros(1, np.uint64))
                 if "uniform_rows" in bs.attrs or "dense_updates" in bs.attrs:
@@ -741,7 +754,7 @@ class TrajectoryWriter:
             self.meta[key].append(row)
         self.nframes += 1
         if self.nframes - self.committed >= self.flush_every:
-            self._commit(durable=False)
+            self._commit(durable=self.durable_auto)
 
     def extend(self, frames) -> None:
         for fr in frames:
@@ -870,12 +883,14 @@ class TrajectoryWriter:
             if s.array is not None:
                 yield s.array
 
-    def _sync(self, data_keys: list[str], meta_keys: list[str]) -> None:
-        """fsync the files, then every directory that holds them (deepest first) up to trajectory/."""
+    def _sync(self, data_keys: list[str], meta_keys: list[str], synced=frozenset()) -> set:
+        """fsync the files (but those in ``synced``, fsynced before their rename), then every
+        directory that holds them (deepest first) up to trajectory/."""
         st = self.store
         dirs: list[str] = []
         for k in data_keys + meta_keys:
-            st.fsync(k)
+            if k not in synced:
+                st.fsync(k)
             d = posixpath.dirname(k)
             while d not in dirs:
                 dirs.append(d)
@@ -884,51 +899,67 @@ class TrajectoryWriter:
                 d = posixpath.dirname(d)
         for d in sorted(dirs, key=lambda x: -x.count("/")):
             st.fsync_dir(d)
+        return set(dirs)
+
+    def _sync_dirs(self, key: str, done: set) -> None:
+        """fsync the directory of ``key`` (its entry just changed), then its parents up to
+        trajectory/ that no fsync in this commit has covered yet."""
+        d = posixpath.dirname(key)
+        self.store.fsync_dir(d)
+        done.add(d)
+        while d.startswith(TRAJ + "/"):
+            d = posixpath.dirname(d)
+            if d not in done:
+                self.store.fsync_dir(d)
+                done.add(d)
+
+    def _pend(self, data_keys: list[str], meta_keys: list[str]) -> None:
+        for pending, keys in zip(self._unsynced, (data_keys, meta_keys)):
+            pending.extend(k for k in keys if k not in pending)
 
     def _commit(self, durable: bool) -> None:
         st = self.store
-        data_keys: list[str] = []
-        meta_keys: list[str] = []
+        order: list[_Writer] = []        # the landing order (the index arrays before what they index)
         groups = []
         for bs in self.blocks.values():
-            for w in bs.writers():
-                if w.dirty:
-                    data_keys += w.land()
-                    k = w.publish()
-                    if k:
-                        meta_keys.append(k)
+            order += [w for w in bs.writers() if w.dirty]
             if bs.group_dirty:
                 groups.append((bs.path, bs.attrs))
                 bs.group_dirty = False
-        touched_box = False
-        for w in self.box.writers():
-            if w.dirty:
-                touched_box = True
-                data_keys += w.land()
-                k = w.publish()
-                if k:
-                    meta_keys.append(k)
-        if self.box.group_dirty or (touched_box and not self.box.group_exists):
+        box = [w for w in self.box.writers() if w.dirty]
+        order += box
+        if self.box.group_dirty or (box and not self.box.group_exists):
             groups.append((f"{TRAJ}/box", self.box.attrs))
             self.box.group_dirty = False
             self.box.group_exists = True
         rest = list(self.meta.values()) + [s.array for s in (self.step, self.time) if s.array is not None]
-        for w in rest:
-            if w.dirty:
-                data_keys += w.land()
-                k = w.publish()
-                if k:
-                    meta_keys.append(k)
-        for path, attrs in groups:
-            write_group(st, path, attrs)
-            meta_keys.append(meta_key(path))
-        # a durable flush makes every frame up to it durable: files only automatic flushes
-        # touched since the last fsync are synced too
-        for pending, keys in zip(self._unsynced, (data_keys, meta_keys)):
-            pending.extend(k for k in keys if k not in pending)
-        if durable:
-            self._sync(*self._unsynced)
+        order += [w for w in rest if w.dirty]
+        data_keys: list[str] = []
+        for w in order:
+            data_keys += w.land()
+        if not durable:
+            meta_keys = [k for k in (w.publish() for w in order) if k]
+            for path, attrs in groups:
+                write_group(st, path, attrs)
+                meta_keys.append(meta_key(path))
+            self._pend(data_keys, meta_keys)
+        else:
+            # the chunks are on disk before any zarr.json names their rows (a durable flush makes
+            # every frame up to it durable: files only automatic flushes touched are synced too);
+            # then each zarr.json, fsynced as written, and its directory before the next one, so
+            # the publishes reach the disk in their order (offset before step_index, box vectors
+            # last, a group rewrite that drops what its arrays now hold after them) whatever order
+            # the file system would give different directories
+            self._pend(data_keys, [])
+            done = self._sync(*self._unsynced)
             self._unsynced = ([], [])
+            for w in order:
+                k = w.publish(True)
+                if k:
+                    self._sync_dirs(k, done)
+            for path, attrs in groups:
+                write_group(st, path, attrs, fsync=True)
+                self._sync_dirs(meta_key(path), done)
         attrs = dict(self.traj_attrs)
         attrs["sequence_schema"] = self.schema.to_json() if "sequence_schema" not in attrs else attrs["sequence_schema"]
         attrs["nstep"] = self.nframes
@@ -939,9 +970,8 @@ class TrajectoryWriter:
             else:
                 attrs[key] = a
         self.traj_attrs = attrs
-        st.set(meta_key(TRAJ), json_dumps(GroupMetadata(attrs).to_json()))
+        st.set(meta_key(TRAJ), json_dumps(GroupMetadata(attrs).to_json()), fsync=durable)
         if durable:
-            st.fsync(meta_key(TRAJ))
             st.fsync_dir(TRAJ)
         self.committed = self.nframes
 

@@ -321,3 +321,28 @@ def test_torn_compressed_copy_whose_first_sector_part_was_dropped(tmp_path):
             c = Array.open(DirectoryStore(tmp_path / f"s{pad}"), "t")
             c.read()
     assert hits == 3, hits
+
+
+def test_named_copy_past_a_torn_copy_is_found(tmp_path):
+    """Three copies of one gzip'd string chunk; the middle one torn (its first sector part never
+    written), the newest whole, named by an index whose crc fails.  The walk stops at the torn
+    copy, so the rebuild also checks the copies entries name beyond it: the newest is read."""
+    from mrec.record.trajectory_write import _dense_meta
+    store = DirectoryStore(tmp_path / "s")
+    write_group(store, "")
+    arr = Array.create(store, "t", _dense_meta("string"))
+    ap = ShardedAppender(arr)
+    shard = tmp_path / "s" / "t" / "c" / "0"
+    starts = []
+    rows = [["a", ""], ["b"], [""]]
+    for r in rows:
+        starts.append(shard.stat().st_size if shard.exists() else 4100)
+        ap.append(np.array(r, dtype=object))
+        ap.land()
+    img = bytearray(shard.read_bytes())
+    img[starts[1]:starts[1] + 3] = bytes(3)             # the middle copy torn at its start
+    img[4096] ^= 0x01                                   # the index's crc32c fails (entries new)
+    shard.write_bytes(bytes(img))
+    b = Array.open(DirectoryStore(tmp_path / "s"), "t")
+    b.set_shape((4,))
+    assert list(Array.open(b.store, "t").read()) == ["a", "", "b", ""]

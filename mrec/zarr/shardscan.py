@@ -12,6 +12,8 @@ own crc32c, so the index can be rebuilt from what verifies:
    chunk; blobs lie end to end in landing order (every landing writes at the
    file's end), and the walk stops at the first byte that starts no verifying
    blob (a tail the disk never received);
+   a copy an old or new entry names beyond that gap, whole and verifying, is taken too, and
+   the walk goes on from its end (an earlier copy torn while a later one landed);
 2. give each blob its inner-chunk coordinate: a blob an old or new index entry
    points at exactly has that entry's coordinate; any other blob is either a
    re-encoded version of a partial chunk (its first row equals the first row
@@ -105,6 +107,16 @@ def _blob_at(sharding, spec, data: bytes, pos: int, sizes: list[int]) -> Blob | 
     return None
 
 
+def _exact(sharding, spec, data: bytes, off: int, nb: int) -> Blob | None:
+    """The blob of exactly ``data[off:off + nb]`` when it verifies its crc32c and decodes."""
+    if nb < 4 or off < 0 or off + nb > len(data):
+        return None
+    if struct.unpack_from("<I", data, off + nb - 4)[0] != crc32c(data[off:off + nb - 4]):
+        return None
+    first = _decode(sharding, spec, data[off:off + nb])
+    return Blob(off, nb, first) if first is not None else None
+
+
 def scan(sharding, spec: ChunkSpec, data: bytes, start: int, hints=()) -> list[Blob]:
     """Every verifying inner chunk laid end to end from ``start``, up to the first gap."""
     chunk_bytes = int(np.prod(spec.shape, dtype=np.int64)) * (spec.dtype.numpy.itemsize if not spec.dtype.is_string else 1)
@@ -153,6 +165,18 @@ def rebuild(sharding, grid, spec: ChunkSpec, data: bytes, entries: ShardIndex | 
                 hints.append(nb)
                 anchors[(off, nb)] = c
     blobs = scan(sharding, spec, data, isize, hints)
+    # a copy an entry names, past a gap the walk stopped at (an earlier copy torn, this one
+    # whole), verifies on its own: take it, and walk on from its end
+    seen = {(b.offset, b.nbytes) for b in blobs}
+    for off, nb in sorted(anchors):
+        reach = blobs[-1].offset + blobs[-1].nbytes if blobs else isize
+        if (off, nb) in seen or off < reach:
+            continue
+        b = _exact(sharding, spec, data, off, nb)
+        if b is not None:
+            more = [b] + scan(sharding, spec, data, off + nb, hints)
+            blobs += more
+            seen.update((x.offset, x.nbytes) for x in more)
     latest: dict[int, Blob] = {}
     cur = -1
     for b in blobs:

@@ -281,3 +281,25 @@ def test_huge_shuffle_elementsize_refused_by_name():
             ShuffleCodec.from_config({"elementsize": n}, "a/zarr.json")
         assert "a/zarr.json" in str(e.value)
     assert ShuffleCodec.from_config({"elementsize": 2 ** 31}, "a/zarr.json").elementsize == 2 ** 31
+
+
+def test_time_progression_overflowing_f64_refused(tmp_path):
+    """A time_progression whose times leave the finite f64 range (fuzz: a stride of 1e308) is
+    refused naming the trajectory, not read as inf; the store is unchanged."""
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=1)
+    s.declare_column("atoms", "x", "f64")
+    p = tmp_path / "t.mrec"
+    with mrec.TrajectoryWriter.create(p, s) as w:
+        for i in range(3):
+            w.append({"blocks": {"atoms": {"x": np.zeros(1)}}}, step=i, time=0.5 * i)
+    meta = p / "trajectory" / "zarr.json"
+    for bad in ({"start": 0.0, "stride": 1e308}, {"start": 10 ** 400, "stride": 1.0}):
+        doc = json.loads(meta.read_text())
+        doc["attributes"]["time_progression"] = bad
+        meta.write_text(json.dumps(doc))
+        before = hashlib.sha256(meta.read_bytes()).hexdigest()
+        with pytest.raises(mrec.RefusalError) as e:
+            mrec.TrajectoryReader(p).times
+        assert e.value.kind == "broken_index" and "time_progression" in str(e.value)
+        assert hashlib.sha256(meta.read_bytes()).hexdigest() == before

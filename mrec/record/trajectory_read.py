@@ -9,6 +9,8 @@ resolves any ordinal to a :class:`~mrec.record.model.Frame`.
 """
 from __future__ import annotations
 
+import math
+
 import json
 import os
 import posixpath
@@ -224,6 +226,13 @@ def _progression(v, name: str, nstep: int, path: str, *, integer: bool) -> Progr
         raise refuse("broken_index", f"{name} {v!r} leaves the i64 range within {nstep} frames", path)
     if nstep >= 2 and stride is None:
         raise refuse("broken_index", f"{name} lacks a stride for {nstep} frames", path)
+    if not integer:
+        try:
+            first, last = float(start), float(start) + float(stride or 0.0) * max(nstep - 1, 0)
+        except OverflowError:
+            first = last = math.inf
+        if not (math.isfinite(first) and math.isfinite(last)):
+            raise refuse("broken_index", f"{name} {v!r} leaves the finite f64 range within {nstep} frames", path)
     return Progression(start, stride)
 
 

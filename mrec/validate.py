@@ -326,6 +326,7 @@ class _Checker:
             if self.progress is not None:
                 self.progress(done, len(arrays))
             arr = Array(self.store, p, node)
+            arr.appended = p.startswith("trajectory/")     # written by appending (torn-index rebuild applies)
             try:
                 self.report.checked["chunks"] += _read_every_chunk(arr, logical.get(p))
             except MrecError as exc:

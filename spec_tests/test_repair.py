@@ -60,7 +60,7 @@ def test_torn_index_repaired_in_place(tmp_path):
     rep = repair(p)
     assert len(rep.repaired) == 1 and "repaired" in rep.summary()
     assert tree(p) != before
-    a = Array.open(DirectoryStore(p), "trajectory/meta/pe")
+    a = Array.open(DirectoryStore(p), "trajectory/meta/pe", appended=True)
     a.read()
     assert a.unverified_indexes == set()               # the rewritten index verifies again
     assert repair(p).repaired == []                    # idempotent
@@ -211,7 +211,7 @@ def test_every_torn_combination_reads_committed_rows(tmp_path):
                 a.set_shape((published,))
                 (d / "x" / "c").mkdir(parents=True)
                 (d / "x" / "c" / "0").write_bytes(bytes(img))
-                b = Array.open(DirectoryStore(d), "x")
+                b = Array.open(DirectoryStore(d), "x", appended=True)
                 if published == len(data) - 1 or blob_on_disk:
                     assert b.read().tobytes() == data[:published].tobytes()
                 else:
@@ -311,14 +311,14 @@ def test_torn_compressed_copy_whose_first_sector_part_was_dropped(tmp_path):
         isize = arr.sharding.index_size(arr.sharding.grid(arr.meta.chunk_shape, "t"))
         img[SECTOR:isize] = before[SECTOR:isize]        # the index torn: its first sector new only
         shard.write_bytes(bytes(img))
-        b = Array.open(DirectoryStore(tmp_path / f"s{pad}"), "t")
+        b = Array.open(DirectoryStore(tmp_path / f"s{pad}"), "t", appended=True)
         b.set_shape((2,))                       # the durable length (the later zarr.json never landed)
-        assert list(Array.open(b.store, "t").read()) == committed
+        assert list(Array.open(b.store, "t", appended=True).read()) == committed
         with pytest.raises(mrec.CorruptionError):
             img[start + part + 7] ^= 0xFF       # a written copy that fails: not "never landed"
             img[start:start + part] = after[start:start + part]
             shard.write_bytes(bytes(img))
-            c = Array.open(DirectoryStore(tmp_path / f"s{pad}"), "t")
+            c = Array.open(DirectoryStore(tmp_path / f"s{pad}"), "t", appended=True)
             c.read()
     assert hits == 3, hits
 
@@ -343,6 +343,6 @@ def test_named_copy_past_a_torn_copy_is_found(tmp_path):
     img[starts[1]:starts[1] + 3] = bytes(3)             # the middle copy torn at its start
     img[4096] ^= 0x01                                   # the index's crc32c fails (entries new)
     shard.write_bytes(bytes(img))
-    b = Array.open(DirectoryStore(tmp_path / "s"), "t")
+    b = Array.open(DirectoryStore(tmp_path / "s"), "t", appended=True)
     b.set_shape((4,))
-    assert list(Array.open(b.store, "t").read()) == ["a", "", "b", ""]
+    assert list(Array.open(b.store, "t", appended=True).read()) == ["a", "", "b", ""]

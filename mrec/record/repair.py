@@ -79,7 +79,9 @@ def _arrays(store) -> list[Array]:
         except MrecError:
             continue                      # a broken zarr.json is not this repair's business
         if isinstance(node, ArrayMetadata) and node.codecs.sharding is not None and node.ndim:
-            out.append(Array(store, path, node))
+            arr = Array(store, path, node)
+            arr.appended = True               # trajectory/ arrays are written by appending
+            out.append(arr)
     return out
 
 

@@ -83,7 +83,7 @@ def _array(store, path, *, lost_if_populated: bool = False) -> Array | None:
         raise refuse("broken_index", "expected an array, found a group", store.describe(path))
     arr = Array(store, path, node)
     sh = arr.sharding
-    arr.require_shards = sh is not None and sh.index_location == "start"   # written by appending: no shard skipped
+    arr.require_shards = arr.appended = sh is not None and sh.index_location == "start"   # written by appending: no shard skipped
     return arr
 
 

@@ -99,16 +99,24 @@ class Array:
         self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
         self._rebuild_reason: dict[str, str] = {}
         self.require_shards = False      # a missing shard file is corruption, not fill (appended arrays)
+        # written by an appender (chunks end to end at each shard's tail, the index rewritten in
+        # place): a shard index that fails its crc32c or does not end where the file ends is then a
+        # torn or dropped rewrite, rebuilt from the chunks that verify (shardscan).  Any other
+        # array's shard may hold unreferenced bytes anywhere (the Zarr spec allows them), so its
+        # index is taken as it is
+        self.appended = False
 
     # -- open / create ---------------------------------------------------------
     @classmethod
-    def open(cls, store, path: str) -> "Array":
+    def open(cls, store, path: str, *, appended: bool = False) -> "Array":
         node = read_node(store, path)
         if node is None:
             raise StoreError("no zarr.json: not an array", path=store.describe(meta_key(path)))
         if not isinstance(node, ArrayMetadata):
             raise MetadataError("node is a group, not an array", path=store.describe(meta_key(path)))
-        return cls(store, path, node)
+        arr = cls(store, path, node)
+        arr.appended = appended
+        return arr
 
     @classmethod
     def create(cls, store, path: str, meta: ArrayMetadata, *, fsync: bool = False) -> "Array":
@@ -281,7 +289,7 @@ class Array:
             index = sh.decode_index(raw, grid, where)
             torn = False
         except CorruptionError:
-            if not shardscan.rebuildable(sh, grid):
+            if not (self.appended and shardscan.rebuildable(sh, grid)):
                 index = self._index_without_crc(raw, grid)
                 if index is None:
                     raise
@@ -289,7 +297,7 @@ class Array:
                 self._index_cache[key] = index
                 return index
             index, torn = None, True
-        if shardscan.rebuildable(sh, grid):
+        if self.appended and shardscan.rebuildable(sh, grid):
             size = self.store.size(key)
             # an index that does not end where the file ends is older than the chunks after it
             # (a dropped or torn in-place rewrite) or points past the end: rebuild it in memory
@@ -326,7 +334,7 @@ class Array:
         """
         sh = self.sharding
         grid = sh.grid(self.meta.chunk_shape, self.name)
-        if key in self.unverified_indexes or not shardscan.rebuildable(sh, grid):
+        if key in self.unverified_indexes or not (self.appended and shardscan.rebuildable(sh, grid)):
             raise exc
         data = self.store.get(key) or b""
         isize = sh.index_size(grid)
@@ -478,6 +486,7 @@ class ShardedAppender:
         if any(c < s for c, s in zip(m.chunk_shape[1:], m.shape[1:])):
             raise MetadataError("append needs shards spanning every trailing axis", path=array.name)
         self.array = array
+        array.appended = True
         self.sharding = sh
         self.shard_rows = m.chunk_shape[0]
         self.inner_rows = sh.chunk_shape[0]

@@ -108,10 +108,24 @@ class CodecPipeline:
             data = c.encode(data)
         return data
 
+    @functools.cached_property
+    def _view_decoders(self):
+        """The bytes→bytes decoders, in decode order, taking the copy-free variant where a codec has
+        one (crc32c, shuffle): only when the array→bytes codec is ``bytes`` (which reads any buffer
+        with ``np.frombuffer``); else None.  Same checks, same errors, same values."""
+        if not isinstance(self.array_bytes, BytesCodec):
+            return None
+        return tuple(getattr(c, "decode_view", c.decode) for c in reversed(self.bytes_bytes))
+
     def decode(self, data: bytes, spec: ChunkSpec) -> np.ndarray:
         specs = self._specs(spec)
-        for c in reversed(self.bytes_bytes):
-            data = c.decode(data, specs[-1])
+        views = self._view_decoders
+        if views is not None:
+            for dec in views:
+                data = dec(data, specs[-1])
+        else:
+            for c in reversed(self.bytes_bytes):
+                data = c.decode(data, specs[-1])
         arr = self.array_bytes.decode(data, specs[-1])
         for c, s in zip(reversed(self.array_array), reversed(specs[:-1])):
             arr = c.decode(arr, s)

@@ -77,5 +77,14 @@ class ShuffleCodec(BytesBytesCodec):
     def decode(self, data, spec):
         return unshuffle_bytes(data, self.elementsize)
 
+    def decode_view(self, data, spec):
+        """:meth:`decode` without the final copy to ``bytes``: a memoryview of a fresh buffer."""
+        n = self.elementsize
+        if n > 1 and len(data):
+            codec = _whole(data, n)
+            if codec is not None:
+                return memoryview(codec.decode(data))
+        return unshuffle_bytes(data, n)
+
     def encoded_size(self, n):
         return n

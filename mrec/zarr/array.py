@@ -11,6 +11,7 @@ start of the shard) rewritten in place — O(chunk + index) bytes per landing.
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 
 import numpy as np
@@ -96,6 +97,7 @@ class Array:
         self._json_template: tuple | None = None     # see metadata_json
         self._keys: dict[tuple, str] = {}               # chunk coords -> key, for one key encoding
         self._keys_encoding = None
+        self._fast_geo: tuple | None = None          # see _fast_geometry
         self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
         self._rebuild_reason: dict[str, str] = {}
         self.require_shards = False      # a missing shard file is corruption, not fill (appended arrays)
@@ -226,6 +228,9 @@ class Array:
         _check_alloc(want, self.name)
         if stop <= start or any(s == 0 for s in m.shape[1:]):
             return np.full(want, m.fill_value, dtype=dtype)
+        fast = self._one_chunk_range(start, stop)
+        if fast is not None:
+            return fast
         trailing_grid = tuple(-(-s // c) for s, c in zip(m.shape[1:], cs[1:]))
         c_first, c_stop = start // cs[0], -(-stop // cs[0])
         whole = c_stop - c_first == 1 and all(g == 1 for g in trailing_grid)   # one chunk holds the range
@@ -250,6 +255,82 @@ class Array:
                     src.append(slice(0, hi - c * s))
                 out[tuple(dst)] = block[tuple(src)]
         return out
+
+    def _fast_geometry(self):
+        """(shard rows, inner rows, shard key coords tail) when every read of a range inside one inner
+        chunk can skip the general loop: sharded by byte ranges, shards and inner chunks spanning
+        exactly the trailing axes (a frame-aligned column); else None.  Cached per metadata."""
+        m = self.meta
+        g = self._fast_geo
+        if g is not None and g[0] is m:
+            return g[1]
+        geo = None
+        sh = self.sharding
+        if sh is not None and m.ndim >= 1 and tuple(m.chunk_shape[1:]) == tuple(m.shape[1:]) \
+                and tuple(sh.chunk_shape[1:]) == tuple(m.shape[1:]) and len(sh.chunk_shape) == m.ndim:
+            row = m.data_type.numpy.itemsize * math.prod(m.shape[1:])
+            geo = (m.chunk_shape[0], sh.chunk_shape[0], (0,) * (m.ndim - 1), sh.chunk_shape[0] * row)
+        self._fast_geo = (m, geo)
+        return geo
+
+    def _one_chunk_range(self, start: int, stop: int) -> np.ndarray | None:
+        """Rows [start, stop) copied out of the one inner chunk holding them, or None (general path).
+
+        The same chunk fetch, decode and verification as :meth:`_read_shard_rows`; only the loop
+        and its bookkeeping are skipped.  Anything unusual (absent shard, empty entry) is None."""
+        geo = self._fast_geometry()
+        if geo is None:
+            return None
+        srows, irows, tail, _ = geo
+        c0 = start // srows
+        lo0 = c0 * srows
+        r_lo, r_hi = start - lo0, stop - lo0
+        i0 = r_lo // irows
+        if r_hi > srows or r_hi > (i0 + 1) * irows:
+            return None
+        key = self.chunk_key((c0, *tail))
+        index = self._index_cache.get(key)
+        if index is None:
+            index = self.shard_index(key)
+            if index is None:
+                return None
+        coord = (i0, *tail)
+        if index.is_empty(coord):
+            return None
+        a = r_lo - i0 * irows
+        # a read of a whole inner chunk (a frame of a frame-aligned column) is not cached: the next
+        # frame is the next chunk.  When its decode made a fresh writable array (shuffle does),
+        # that array is the result and the copy is saved
+        whole = a == 0 and stop - start == irows
+        chunk = self._inner_chunk(key, index, coord, r_hi - i0 * irows, None, keep=not whole)
+        if chunk.dtype != self.meta.data_type.numpy:
+            return None
+        if whole:
+            cached = self._chunk_cache
+            if chunk.flags.writeable and chunk.flags.c_contiguous \
+                    and (cached is None or cached[1] is not chunk):
+                return chunk
+            return chunk.copy()
+        return chunk[a:a + stop - start].copy()
+
+    def decode_estimate(self, start: int, stop: int) -> int:
+        """Roughly how many decoded bytes a read of rows [start, stop) costs (0: a cached chunk).
+
+        Only a hint for running reads concurrently; it never changes what a read returns."""
+        geo = self._fast_geometry()
+        if geo is None:
+            m = self.meta
+            if m.ndim == 0 or stop <= start:
+                return 0
+            return (stop - start) * m.data_type.numpy.itemsize * math.prod(m.shape[1:])
+        srows, irows, tail, ibytes = geo
+        n = -(-stop // irows) - start // irows
+        if n == 1:
+            cached = self._chunk_cache
+            if cached is not None and cached[0][1][0] == (start % srows) // irows \
+                    and cached[0][0] == self.chunk_key((start // srows, *tail)):
+                return 0
+        return max(n, 0) * ibytes
 
     def _read_chunk_rows(self, coords, r_lo: int, r_hi: int) -> np.ndarray | None:
         key = self.chunk_key(coords)
@@ -360,6 +441,48 @@ class Array:
         self._index_cache.clear()
         self._chunk_cache = None
 
+    def _inner_chunk(self, key: str, index: ShardIndex, coord, b: int, where: str | None,
+                     keep: bool = True) -> np.ndarray:
+        """Inner chunk ``coord`` (non-empty in ``index``) of shard ``key``, decoded and verified for its
+        first ``b`` rows; the last one decoded is cached."""
+        sh = self.sharding
+        m = self.meta
+        off, n = int(index.offsets[coord]), int(index.nbytes[coord])
+        ck = (key, coord, off, n)
+        cached = self._chunk_cache
+        if cached is not None and cached[0] == ck and (cached[2] >= b or (
+                cached[3] and shardscan.trusted(index, coord, cached[1], b, m.fill_value))):
+            # the same verified bytes.  A chunk decoded from these bytes (not an older copy, which
+            # holds only the rows it was checked for) serves more rows after the same check the
+            # decode path makes: a frame-by-frame read walks forward through the chunk
+            if cached[2] < b:
+                self._chunk_cache = (ck, cached[1], b, True)
+            return cached[1]
+        if where is None:
+            where = self.store.describe(key)
+        inner_spec = ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, where)
+        label = f"{where} inner chunk {list(coord)}"
+        raw = self.store.get_range(key, off, n)
+        direct = True
+        try:
+            if raw is None or len(raw) != n:
+                got = 0 if raw is None else len(raw)
+                raise CorruptionError(f"truncated shard: inner chunk {list(coord)} needs bytes "
+                                      f"{off}..{off + n}, got {got}", path=where)
+            chunk = sh.codecs.decode(raw, inner_spec.at(label))
+            if not shardscan.trusted(index, coord, chunk, b, m.fill_value):
+                why = self._rebuild_reason.get(key, "its shard index failed verification")
+                raise CorruptionError(f"{why}; the newest copy of inner chunk {list(coord)} does "
+                                      f"not verify and the copy before it does not provably hold "
+                                      f"row {b - 1}", path=where)
+        except CorruptionError as exc:
+            chunk = self._older_copy(key, coord, b, inner_spec.at(label), exc)
+            direct = False
+        # remember how many rows were verified (and how): a later read needing more re-checks
+        if keep:
+            self._chunk_cache = (ck, chunk, b, direct)
+        return chunk
+
     def _read_shard_rows(self, key: str, r_lo: int, r_hi: int) -> np.ndarray | None:
         sh = self.sharding
         index = self.shard_index(key)
@@ -374,7 +497,6 @@ class Array:
         _check_alloc((r_hi - r_lo, *shard_shape[1:]), self.store.describe(key))
         grid = index.offsets.shape
         where = self.store.describe(key)
-        inner_spec = None
         out = None
         single = all(g == 1 for g in grid[1:])   # an inner chunk spans every trailing axis
         for i0 in range(r_lo // ics[0], -(-r_hi // ics[0])):
@@ -389,31 +511,7 @@ class Array:
                                               "its rows are lost", path=where)
                     chunk = None
                 else:
-                    off, n = int(index.offsets[coord]), int(index.nbytes[coord])
-                    ck = (key, coord, off, n)
-                    cached = self._chunk_cache
-                    if cached is not None and cached[0] == ck and cached[2] >= b:
-                        chunk = cached[1]
-                    else:
-                        if inner_spec is None:
-                            inner_spec = ChunkSpec(ics, m.data_type, m.fill_value, where)
-                        label = f"{where} inner chunk {list(coord)}"
-                        raw = self.store.get_range(key, off, n)
-                        try:
-                            if raw is None or len(raw) != n:
-                                got = 0 if raw is None else len(raw)
-                                raise CorruptionError(f"truncated shard: inner chunk {list(coord)} needs bytes "
-                                                      f"{off}..{off + n}, got {got}", path=where)
-                            chunk = sh.codecs.decode(raw, inner_spec.at(label))
-                            if not shardscan.trusted(index, coord, chunk, b, m.fill_value):
-                                why = self._rebuild_reason.get(key, "its shard index failed verification")
-                                raise CorruptionError(f"{why}; the newest copy of inner chunk {list(coord)} does "
-                                                      f"not verify and the copy before it does not provably hold "
-                                                      f"row {b - 1}", path=where)
-                        except CorruptionError as exc:
-                            chunk = self._older_copy(key, coord, b, inner_spec.at(label), exc)
-                        # remember how many rows were verified: a later read needing more re-checks
-                        self._chunk_cache = (ck, chunk, b)
+                    chunk = self._inner_chunk(key, index, coord, b, where)
                     if out is None and single and b - a == r_hi - r_lo:
                         return chunk[a:b]          # the whole range in one inner chunk: the caller copies it
                 if out is None:

@@ -353,3 +353,36 @@ def test_concurrent_column_reads_raise_the_serial_error(tmp_path, monkeypatch):
             r[2]
         errors.append((type(e.value), str(e.value)))
     assert errors[0] == errors[1] and "atoms/y" in errors[0][1]
+
+
+@pytest.mark.parametrize("cut", [None, 7, 60, 200])
+def test_coalesced_chunk_reads_match_one_read_per_chunk(tmp_path, monkeypatch, cut):
+    """Back-to-back inner chunks fetched as one range: same values, same errors (a truncated shard)."""
+    from mrec.fs import RecordingFileSystem
+    from mrec.zarr import array as array_mod
+    store = DirectoryStore(str(tmp_path))
+    arr = Array.create(store, "x", ArrayMetadata.create((0,), DATA_TYPES["float64"], (64,), _sharded(8, 8)))
+    ap = ShardedAppender(arr)
+    data = np.random.default_rng(4).normal(size=61)
+    for lo in range(0, 61, 20):                      # re-landed partial tails leave gaps between runs
+        ap.append(data[lo:lo + 20])
+        ap.land()
+    arr.write_metadata()
+    if cut is not None:
+        p = tmp_path / "x" / "c" / "0"
+        p.write_bytes(p.read_bytes()[:-cut])
+    out = {}
+    for limit in (0, 4 << 20):
+        monkeypatch.setattr(array_mod, "COALESCE_BYTES", limit)
+        fs = RecordingFileSystem(record_reads=True)
+        a = Array.open(DirectoryStore(str(tmp_path), fs=fs), "x")
+        try:
+            got = ("ok", a.read().tobytes(), a.read(slice(3, 50)).tobytes())
+        except CorruptionError as exc:
+            got = ("error", str(exc))
+        out[limit] = got, sum(op.length for op in fs.ops if op.kind == "read_range"), len(fs.ops)
+    assert out[0][0] == out[4 << 20][0]
+    if cut is None:
+        assert out[0][0][1] == data.tobytes()
+        assert out[4 << 20][2] < out[0][2]           # fewer reads ...
+        assert out[4 << 20][1] <= out[0][1]           # ... of no more bytes

@@ -72,6 +72,8 @@ def _as_rows(data: np.ndarray, meta: ArrayMetadata) -> np.ndarray:
 
 
 MAX_READ_ELEMENTS = 2**31     # one read never allocates more (16 GiB of float64)
+#: inner chunks lying back to back in a shard are fetched together, up to this many bytes a read
+COALESCE_BYTES = 4 << 20
 
 
 def _check_alloc(shape, where: str) -> None:
@@ -243,7 +245,9 @@ class Array:
                 block = self._read_chunk_rows(coords, r_lo, r_hi)
                 if out is None:
                     if whole and block is not None and block.shape == want and block.dtype == dtype:
-                        return block.copy()           # the one copy (a frame of a frame-aligned column)
+                        # the one copy (a frame of a frame-aligned column); a block the shard read
+                        # assembled itself (it owns its data: never a view of a cached chunk) is ours
+                        return block if block.flags.owndata else block.copy()
                     out = np.full(want, m.fill_value, dtype=dtype)
                 if block is None:
                     continue
@@ -441,8 +445,46 @@ class Array:
         self._index_cache.clear()
         self._chunk_cache = None
 
+    def _prefetch(self, key: str, index: ShardIndex, coords) -> dict:
+        """Raw bytes of the inner chunks ``coords`` of shard ``key`` that lie back to back in the file
+        (as an appender lands them), read as one byte range per run of at most
+        :data:`COALESCE_BYTES`; the bytes are exactly those one read per chunk returns (None for an
+        absent file, short at a truncated end).  Empty, cached and isolated chunks are left out:
+        :meth:`_inner_chunk` reads those itself."""
+        cached = self._chunk_cache
+        ents = []
+        for coord in coords:
+            if index.is_empty(coord):
+                continue
+            off, n = int(index.offsets[coord]), int(index.nbytes[coord])
+            if cached is not None and cached[0] == (key, coord, off, n):
+                continue
+            ents.append((off, n, coord))
+        ents.sort()
+        views = self.sharding.codecs._view_decoders is not None
+        out = {}
+        i = 0
+        while i < len(ents):
+            start = ents[i][0]
+            end = start + ents[i][1]
+            j = i + 1
+            while j < len(ents) and ents[j][0] == end and end + ents[j][1] - start <= COALESCE_BYTES:
+                end += ents[j][1]
+                j += 1
+            if j - i > 1:
+                raw = self.store.get_range(key, start, end - start)
+                mv = memoryview(raw) if raw is not None else None
+                for off, n, coord in ents[i:j]:
+                    if mv is None:
+                        out[coord] = None
+                    else:
+                        piece = mv[off - start:off - start + n]
+                        out[coord] = piece if views else bytes(piece)
+            i = j
+        return out
+
     def _inner_chunk(self, key: str, index: ShardIndex, coord, b: int, where: str | None,
-                     keep: bool = True) -> np.ndarray:
+                     keep: bool = True, raw=False) -> np.ndarray:
         """Inner chunk ``coord`` (non-empty in ``index``) of shard ``key``, decoded and verified for its
         first ``b`` rows; the last one decoded is cached."""
         sh = self.sharding
@@ -462,7 +504,8 @@ class Array:
             where = self.store.describe(key)
         inner_spec = ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, where)
         label = f"{where} inner chunk {list(coord)}"
-        raw = self.store.get_range(key, off, n)
+        if raw is False:                       # not prefetched
+            raw = self.store.get_range(key, off, n)
         direct = True
         try:
             if raw is None or len(raw) != n:
@@ -499,7 +542,11 @@ class Array:
         where = self.store.describe(key)
         out = None
         single = all(g == 1 for g in grid[1:])   # an inner chunk spans every trailing axis
-        for i0 in range(r_lo // ics[0], -(-r_hi // ics[0])):
+        first, last = r_lo // ics[0], -(-r_hi // ics[0])
+        raws = {}
+        if last - first > 1 or not single:
+            raws = self._prefetch(key, index, [(i0, *it) for i0 in range(first, last) for it in _cells(grid[1:])])
+        for i0 in range(first, last):
             lo0 = i0 * ics[0]
             a, b = max(r_lo, lo0) - lo0, min(r_hi, lo0 + ics[0]) - lo0
             for it in _cells(grid[1:]):
@@ -511,15 +558,17 @@ class Array:
                                               "its rows are lost", path=where)
                     chunk = None
                 else:
-                    chunk = self._inner_chunk(key, index, coord, b, where)
+                    chunk = self._inner_chunk(key, index, coord, b, where, raw=raws.pop(coord, False))
                     if out is None and single and b - a == r_hi - r_lo:
                         return chunk[a:b]          # the whole range in one inner chunk: the caller copies it
                 if out is None:
-                    out = np.full((r_hi - r_lo, *shard_shape[1:]), m.fill_value, dtype=m.data_type.numpy)
-                if chunk is None:
-                    continue
+                    # every cell of the shard's grid below is written: a chunk, or the fill (as np.full would)
+                    out = np.empty((r_hi - r_lo, *shard_shape[1:]), dtype=m.data_type.numpy)
                 dst = [slice(lo0 + a - r_lo, lo0 + b - r_lo)]
                 dst += [slice(c * s, (c + 1) * s) for c, s in zip(it, ics[1:])]
+                if chunk is None:
+                    np.copyto(out[tuple(dst)], m.fill_value, casting="unsafe")
+                    continue
                 out[tuple(dst)] = chunk[a:b]
         if out is None:
             out = np.full((r_hi - r_lo, *shard_shape[1:]), m.fill_value, dtype=m.data_type.numpy)

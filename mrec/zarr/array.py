@@ -191,6 +191,15 @@ class Array:
     # -- read ------------------------------------------------------------------
     def read(self, rows: slice | None = None) -> np.ndarray:
         """The whole array, or a leading-axis range ``rows`` (step allowed)."""
+        if rows is not None and rows.step is None:
+            # the usual call (a frame's rows): straight to the one inner chunk holding them
+            start, stop = rows.start, rows.stop
+            if type(start) is int and type(stop) is int and 0 <= start < stop:
+                shape = self.meta.shape
+                if shape and stop <= shape[0]:
+                    fast = self._one_chunk_range(start, stop)
+                    if fast is not None:
+                        return fast
         m = self.meta
         if m.ndim == 0:
             key = self.chunk_key(())
@@ -226,13 +235,14 @@ class Array:
     def _read_range(self, start: int, stop: int) -> np.ndarray:
         m = self.meta
         cs = m.chunk_shape
+        if start < stop:
+            fast = self._one_chunk_range(start, stop)
+            if fast is not None:
+                return fast
         want, dtype = (stop - start, *m.shape[1:]), m.data_type.numpy
         _check_alloc(want, self.name)
         if stop <= start or any(s == 0 for s in m.shape[1:]):
             return np.full(want, m.fill_value, dtype=dtype)
-        fast = self._one_chunk_range(start, stop)
-        if fast is not None:
-            return fast
         trailing_grid = tuple(-(-s // c) for s, c in zip(m.shape[1:], cs[1:]))
         c_first, c_stop = start // cs[0], -(-stop // cs[0])
         whole = c_stop - c_first == 1 and all(g == 1 for g in trailing_grid)   # one chunk holds the range
@@ -270,8 +280,11 @@ class Array:
             return g[1]
         geo = None
         sh = self.sharding
+        # an inner chunk within MAX_READ_ELEMENTS and no zero-length trailing axis: any range inside
+        # one passes _read_range's allocation check and is not empty, so the fast path may skip both
         if sh is not None and m.ndim >= 1 and tuple(m.chunk_shape[1:]) == tuple(m.shape[1:]) \
-                and tuple(sh.chunk_shape[1:]) == tuple(m.shape[1:]) and len(sh.chunk_shape) == m.ndim:
+                and tuple(sh.chunk_shape[1:]) == tuple(m.shape[1:]) and len(sh.chunk_shape) == m.ndim \
+                and all(d > 0 for d in m.shape[1:]) and math.prod(sh.chunk_shape) <= MAX_READ_ELEMENTS:
             row = m.data_type.numpy.itemsize * math.prod(m.shape[1:])
             geo = (m.chunk_shape[0], sh.chunk_shape[0], (0,) * (m.ndim - 1), sh.chunk_shape[0] * row)
         self._fast_geo = (m, geo)

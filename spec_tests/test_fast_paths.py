@@ -386,3 +386,51 @@ def test_coalesced_chunk_reads_match_one_read_per_chunk(tmp_path, monkeypatch, c
         assert out[0][0][1] == data.tobytes()
         assert out[4 << 20][2] < out[0][2]           # fewer reads ...
         assert out[4 << 20][1] <= out[0][1]           # ... of no more bytes
+
+
+@pytest.mark.parametrize("dtype, n, endian", [("float64", 8, "little"), ("int32", 4, "little"), ("int32", 8, "little"),
+                                              ("float64", 8, "big"), ("uint8", 2, None), ("bool", 1, None)])
+def test_decode_into_matches_decode(dtype, n, endian):
+    bytes_codec = {"name": "bytes", "configuration": {"endian": endian}} if endian else {"name": "bytes"}
+    p = CodecPipeline.from_json([bytes_codec, {"name": "numcodecs.shuffle", "configuration": {"elementsize": n}},
+                                 INNER[2], INNER[3]], "x")
+    dt = DATA_TYPES[dtype]
+    spec = ChunkSpec((64,), dt, dt.numpy.type(0), "x/c/0")
+    a = (np.random.default_rng(7).integers(0, 2, 64) if dtype == "bool" else np.arange(64) * 3).astype(dt.numpy)
+    blob = p.encode(a, spec)
+    dest = np.full(64, 1, dtype=dt.numpy)
+    got = p.decode_into(blob, spec, dest)
+    assert got.tobytes() == p.decode(blob, spec).tobytes() == a.tobytes() and got.dtype == a.dtype
+    for bad in (blob[:-1], blob[:5] + bytes([blob[5] ^ 1]) + blob[6:]):
+        errs = []
+        for f in (lambda: p.decode(bad, spec), lambda: p.decode_into(bad, spec, np.empty(64, dt.numpy))):
+            with pytest.raises(CorruptionError) as e:
+                f()
+            errs.append(str(e.value))
+        assert errs[0] == errs[1]
+    # a chunk that decodes to the wrong size: the bytes codec's error, as decode raises it
+    short = CodecPipeline.from_json([bytes_codec, {"name": "numcodecs.shuffle", "configuration": {"elementsize": n}},
+                                     INNER[2], INNER[3]], "x").encode(a[:32], ChunkSpec((32,), dt, 0, "x"))
+    errs = []
+    for f in (lambda: p.decode(short, spec), lambda: p.decode_into(short, spec, np.empty(64, dt.numpy))):
+        with pytest.raises(CorruptionError) as e:
+            f()
+        errs.append(str(e.value))
+    assert errs[0] == errs[1]
+
+
+def test_column_equals_the_frames_it_stacks(tmp_path):
+    import mrec
+    for atoms in (40, 3000):
+        path = tmp_path / f"c{atoms}.mrec"
+        _rich_trajectory(path, n_frames=23, atoms=atoms)
+        r = mrec.TrajectoryReader(path)
+        frames = [mrec.TrajectoryReader(path)[i] for i in range(len(r))]
+        for c in ("x", "q", "id"):
+            col = r.column("atoms", c)
+            assert col.flags.writeable and col.flags.c_contiguous
+            assert col.tobytes() == np.stack([f.blocks["atoms"][c] for f in frames]).tobytes()
+            part = r.column("atoms", c, slice(3, 17))
+            assert part.tobytes() == col[3:17].tobytes()
+            col[:] = 0                                  # the caller's own: later reads are unchanged
+            assert r[5].blocks["atoms"][c].tobytes() == frames[5].blocks["atoms"][c].tobytes()

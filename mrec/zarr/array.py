@@ -497,7 +497,7 @@ class Array:
         return out
 
     def _inner_chunk(self, key: str, index: ShardIndex, coord, b: int, where: str | None,
-                     keep: bool = True, raw=False) -> np.ndarray:
+                     keep: bool = True, raw=False, dest: np.ndarray | None = None) -> np.ndarray:
         """Inner chunk ``coord`` (non-empty in ``index``) of shard ``key``, decoded and verified for its
         first ``b`` rows; the last one decoded is cached."""
         sh = self.sharding
@@ -525,7 +525,11 @@ class Array:
                 got = 0 if raw is None else len(raw)
                 raise CorruptionError(f"truncated shard: inner chunk {list(coord)} needs bytes "
                                       f"{off}..{off + n}, got {got}", path=where)
-            chunk = sh.codecs.decode(raw, inner_spec.at(label))
+            if dest is None:
+                chunk = sh.codecs.decode(raw, inner_spec.at(label))
+            else:                          # decoded in place when the codecs allow: never cached
+                chunk = sh.codecs.decode_into(raw, inner_spec.at(label), dest)
+                keep = keep and chunk is not dest
             if not shardscan.trusted(index, coord, chunk, b, m.fill_value):
                 why = self._rebuild_reason.get(key, "its shard index failed verification")
                 raise CorruptionError(f"{why}; the newest copy of inner chunk {list(coord)} does "
@@ -559,6 +563,8 @@ class Array:
         raws = {}
         if last - first > 1 or not single:
             raws = self._prefetch(key, index, [(i0, *it) for i0 in range(first, last) for it in _cells(grid[1:])])
+            # every cell of the shard's grid below is written: a chunk, or the fill (as np.full would)
+            out = np.empty((r_hi - r_lo, *shard_shape[1:]), dtype=m.data_type.numpy)
         for i0 in range(first, last):
             lo0 = i0 * ics[0]
             a, b = max(r_lo, lo0) - lo0, min(r_hi, lo0 + ics[0]) - lo0
@@ -571,7 +577,12 @@ class Array:
                                               "its rows are lost", path=where)
                     chunk = None
                 else:
-                    chunk = self._inner_chunk(key, index, coord, b, where, raw=raws.pop(coord, False))
+                    dest = None
+                    if out is not None and single and a == 0 and b == ics[0]:
+                        dest = out[lo0 - r_lo:lo0 + b - r_lo]      # a whole inner chunk: decoded in place
+                    chunk = self._inner_chunk(key, index, coord, b, where, raw=raws.pop(coord, False), dest=dest)
+                    if chunk is dest:
+                        continue
                     if out is None and single and b - a == r_hi - r_lo:
                         return chunk[a:b]          # the whole range in one inner chunk: the caller copies it
                 if out is None:

@@ -12,6 +12,14 @@ from .base import BytesBytesCodec
 _native: dict[int, _NumcodecsShuffle] = {}
 
 
+def native(n: int) -> _NumcodecsShuffle:
+    """numcodecs' C shuffle of element size n (one instance per size)."""
+    codec = _native.get(n)
+    if codec is None:
+        codec = _native[n] = _NumcodecsShuffle(elementsize=n)
+    return codec
+
+
 def _whole(data, n: int):
     """numcodecs' C shuffle for n when data is whole elements (it refuses a partial one), else None."""
     if len(data) % n:

@@ -151,3 +151,286 @@ def test_compact_profile_is_opt_in_and_reads_like_the_reference(tmp_path):
     with pytest.raises(RefusalError) as e:
         mrec.TrajectoryWriter.create(tmp_path / "bad.mrec", s, profile="tiny")
     assert e.value.kind == "bad_profile" and not (tmp_path / "bad.mrec").exists()
+
+
+# -- the reader's fast paths (perf-reader) -----------------------------------------------------
+
+def _rich_trajectory(path, n_frames=9, atoms=50):
+    """Several blocks (a ragged one, a nullable column, a u64 and an i32 column), meta, a cell."""
+    import mrec
+    rng = np.random.default_rng(11)
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=atoms)
+    for c in "xyz":
+        s.declare_column("atoms", c, "f64", precision=1e-3)
+    s.declare_column("atoms", "q", "f64", nullable=True)
+    s.declare_column("atoms", "id", "u64")
+    s.declare_block("ions")
+    s.declare_column("ions", "k", "i32")
+    s.declare_meta("pe", "f64")
+    s.declare_meta("dip", "f64x3")
+    frames = []
+    for i in range(n_frames):
+        blocks = {"atoms": {c: rng.uniform(0, 20, atoms) for c in "xyz"}}
+        blocks["atoms"]["q"] = rng.normal(size=atoms)
+        blocks["atoms"]["id"] = np.arange(atoms, dtype=np.uint64)
+        f = {"blocks": blocks, "meta": {"pe": -1.25 * i, "dip": [1.0, 2.0, float(i)]},
+             "box": np.eye(3) * (20.0 + i % 2)}
+        if i % 3 == 0:
+            blocks["ions"] = {"k": np.arange(i % 4 + 1, dtype=np.int32)}
+        if i % 2:
+            f["masks"] = {"atoms": {"q": rng.random(atoms) > 0.3}}
+        frames.append(f)
+    with mrec.TrajectoryWriter.create(path, s, durable=False) as w:
+        for f in frames:
+            w.append(f)
+    return frames
+
+
+def _same_frame(a, b):
+    assert a.equals(b)
+    assert a.counts == b.counts and a.meta_types == b.meta_types
+    assert a.precision == b.precision and a.block_attrs == b.block_attrs
+    assert list(a.blocks) == list(b.blocks)
+    for blk, cols in a.blocks.items():
+        assert list(cols) == list(b.blocks[blk])
+        for c, v in cols.items():
+            w = b.blocks[blk][c]
+            assert v.dtype == w.dtype and v.shape == w.shape and v.tobytes() == w.tobytes()
+            assert v.flags.writeable and w.flags.writeable
+    assert {k: type(v) for k, v in a.meta.items()} == {k: type(v) for k, v in b.meta.items()}
+
+
+def test_trusted_frames_equal_validated_frames(tmp_path):
+    import mrec
+    from mrec.record.model import Frame
+    path = tmp_path / "r.mrec"
+    _rich_trajectory(path)
+    fast = mrec.TrajectoryReader(path)
+    plain = mrec.TrajectoryReader(path)
+    plain._trusted = False                          # every frame through the validating constructor
+    assert fast._frames_trusted()
+    for i in range(len(fast)):
+        a, b = fast[i], plain[i]
+        _same_frame(a, b)
+        # and both equal a Frame rebuilt by the public constructor from the fast one's parts
+        _same_frame(a, Frame(blocks=a.blocks, box=a.box, meta=a.meta, masks=a.masks, meta_types=a.meta_types))
+
+
+def test_trusted_frames_are_off_for_string_columns(tmp_path):
+    import mrec
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=2)
+    s.declare_column("atoms", "element", "string")
+    path = tmp_path / "s.mrec"
+    with mrec.TrajectoryWriter.create(path, s, durable=False) as w:
+        w.append({"blocks": {"atoms": {"element": ["C", "O"]}}})
+    r = mrec.TrajectoryReader(path)
+    assert not r._frames_trusted()
+    assert r[0].blocks["atoms"]["element"].tolist() == ["C", "O"]
+
+
+def test_forward_walk_through_a_chunk_decodes_it_once(tmp_path, monkeypatch):
+    """Small frames: a chunk verified for rows [0, b) serves the next frame after the same check."""
+    import mrec
+    from mrec.zarr import pipeline
+    path = tmp_path / "w.mrec"
+    frames = _rich_trajectory(path, n_frames=40, atoms=30)
+    calls = []
+    real = pipeline.CodecPipeline.decode
+    monkeypatch.setattr(pipeline.CodecPipeline, "decode", lambda self, d, s: calls.append(1) or real(self, d, s))
+    r = mrec.TrajectoryReader(path)
+    got = [r[i] for i in range(len(r))]
+    n_seq = len(calls)
+    calls.clear()
+    fresh = [mrec.TrajectoryReader(path)[i] for i in range(len(r))]      # no cache to lean on
+    assert n_seq < len(calls) / 4
+    for a, b, f in zip(got, fresh, frames):
+        _same_frame(a, b)
+        assert np.allclose(a.blocks["atoms"]["x"], f["blocks"]["atoms"]["x"], atol=1e-3)
+
+
+def test_whole_chunk_reads_are_fresh_arrays(tmp_path):
+    """A frame that is a whole inner chunk is handed out without a copy: it must be the reader's alone."""
+    import mrec
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=3000)            # 3000 f64 rows: one frame per inner chunk
+    s.declare_column("atoms", "x", "f64", precision=1e-3)
+    path = tmp_path / "big.mrec"
+    rng = np.random.default_rng(5)
+    data = [rng.uniform(0, 40, 3000) for _ in range(3)]
+    with mrec.TrajectoryWriter.create(path, s, durable=False) as w:
+        for d in data:
+            w.append({"blocks": {"atoms": {"x": d}}})
+    r = mrec.TrajectoryReader(path)
+    a = r[1].blocks["atoms"]["x"]
+    b = r[1].blocks["atoms"]["x"]
+    assert a.flags.writeable and a.flags.c_contiguous and not np.shares_memory(a, b)
+    keep = b.copy()
+    a[:] = -1
+    assert r[1].blocks["atoms"]["x"].tobytes() == keep.tobytes()
+    assert r.column("atoms", "x")[1].tobytes() == keep.tobytes()
+    assert np.allclose(keep, data[1], atol=1e-3)
+
+
+@pytest.mark.parametrize("codecs", [
+    INNER,
+    [INNER[0], INNER[2], INNER[3]],
+    [INNER[0], INNER[1], {"name": "gzip", "configuration": {"level": 1}}, {"name": "crc32c"}],
+    [INNER[0], {"name": "crc32c"}, INNER[1]],
+    [INNER[0], {"name": "numcodecs.shuffle", "configuration": {"elementsize": 3}}, {"name": "crc32c"}],
+])
+def test_copy_free_decoders_give_the_same_values(codecs):
+    p = CodecPipeline.from_json(codecs, "x")
+    spec = ChunkSpec((101,), DATA_TYPES["float64"], 0.0, "x/c/0")
+    a = np.random.default_rng(2).normal(size=101)
+    blob = p.encode(a, spec)
+    got = p.decode(blob, spec)
+    plain = np.frombuffer(_plain_decode(p, blob, spec), dtype="<f8")
+    assert got.tobytes() == a.tobytes() == plain.tobytes()
+    bad = bytearray(blob)
+    bad[len(bad) // 2] ^= 4
+    with pytest.raises(CorruptionError, match="x/c/0"):
+        p.decode(bytes(bad), spec)
+
+
+def _plain_decode(p, data, spec):
+    for c in reversed(p.bytes_bytes):
+        data = c.decode(data, spec)
+    return data
+
+
+def test_read_range_returns_short_reads_at_the_end(tmp_path):
+    from mrec.fs.posix import PosixFileSystem
+    f = tmp_path / "f"
+    f.write_bytes(bytes(range(100)))
+    fs = PosixFileSystem()
+    assert fs.read_range(str(f), 10, 5) == bytes(range(10, 15))
+    assert fs.read_range(str(f), 90, 50) == bytes(range(90, 100))
+    assert fs.read_range(str(f), 200, 5) == b"" and fs.read_range(str(f), 0, 0) == b""
+
+
+def test_concurrent_column_reads_are_bit_identical(tmp_path, monkeypatch):
+    import mrec
+    from mrec.record import trajectory_read
+    path = tmp_path / "c.mrec"
+    _rich_trajectory(path, n_frames=12, atoms=40)
+    serial = [mrec.TrajectoryReader(path)[i] for i in range(12)]
+    monkeypatch.setenv("MREC_READ_THREADS", "2")
+    monkeypatch.setattr(trajectory_read, "PARALLEL_READ_BYTES", 0)
+    r = mrec.TrajectoryReader(path)
+    assert r._concurrent([(c, a, 0, 40) for c, a in r.layout.blocks["atoms"].columns.items()])
+    for i in range(12):
+        _same_frame(r[i], serial[i])
+        assert r.read_columns(i, [("atoms", "x"), ("atoms", "q")])[("atoms", "q")].tobytes() == \
+            serial[i].blocks["atoms"]["q"].tobytes()
+
+
+def test_concurrent_column_reads_raise_the_serial_error(tmp_path, monkeypatch):
+    """A damaged chunk in the second and third column: both modes name the second one."""
+    import mrec
+    from mrec.record import trajectory_read
+    from mrec.zarr.array import Array as A
+    path = tmp_path / "d.mrec"
+    _rich_trajectory(path, n_frames=6, atoms=3000)           # one frame per inner chunk
+    store = DirectoryStore(str(path))
+    for col in ("y", "z"):
+        arr = A.open(store, f"trajectory/atoms/{col}")
+        key = arr.chunk_key((0,))
+        index = arr.shard_index(key)
+        off, n = int(index.offsets[(2,)]), int(index.nbytes[(2,)])
+        p = path / key
+        raw = bytearray(p.read_bytes())
+        raw[off + n // 2] ^= 1
+        p.write_bytes(bytes(raw))
+    errors = []
+    for threads in ("1", "2"):
+        monkeypatch.setenv("MREC_READ_THREADS", threads)
+        monkeypatch.setattr(trajectory_read, "PARALLEL_READ_BYTES", 0)
+        r = mrec.TrajectoryReader(path)
+        assert r[1].blocks["atoms"]["x"].shape == (3000,)
+        with pytest.raises(mrec.errors.MrecError) as e:
+            r[2]
+        errors.append((type(e.value), str(e.value)))
+    assert errors[0] == errors[1] and "atoms/y" in errors[0][1]
+
+
+@pytest.mark.parametrize("cut", [None, 7, 60, 200])
+def test_coalesced_chunk_reads_match_one_read_per_chunk(tmp_path, monkeypatch, cut):
+    """Back-to-back inner chunks fetched as one range: same values, same errors (a truncated shard)."""
+    from mrec.fs import RecordingFileSystem
+    from mrec.zarr import array as array_mod
+    store = DirectoryStore(str(tmp_path))
+    arr = Array.create(store, "x", ArrayMetadata.create((0,), DATA_TYPES["float64"], (64,), _sharded(8, 8)))
+    ap = ShardedAppender(arr)
+    data = np.random.default_rng(4).normal(size=61)
+    for lo in range(0, 61, 20):                      # re-landed partial tails leave gaps between runs
+        ap.append(data[lo:lo + 20])
+        ap.land()
+    arr.write_metadata()
+    if cut is not None:
+        p = tmp_path / "x" / "c" / "0"
+        p.write_bytes(p.read_bytes()[:-cut])
+    out = {}
+    for limit in (0, 4 << 20):
+        monkeypatch.setattr(array_mod, "COALESCE_BYTES", limit)
+        fs = RecordingFileSystem(record_reads=True)
+        a = Array.open(DirectoryStore(str(tmp_path), fs=fs), "x")
+        try:
+            got = ("ok", a.read().tobytes(), a.read(slice(3, 50)).tobytes())
+        except CorruptionError as exc:
+            got = ("error", str(exc))
+        out[limit] = got, sum(op.length for op in fs.ops if op.kind == "read_range"), len(fs.ops)
+    assert out[0][0] == out[4 << 20][0]
+    if cut is None:
+        assert out[0][0][1] == data.tobytes()
+        assert out[4 << 20][2] < out[0][2]           # fewer reads ...
+        assert out[4 << 20][1] <= out[0][1]           # ... of no more bytes
+
+
+@pytest.mark.parametrize("dtype, n, endian", [("float64", 8, "little"), ("int32", 4, "little"), ("int32", 8, "little"),
+                                              ("float64", 8, "big"), ("uint8", 2, None), ("bool", 1, None)])
+def test_decode_into_matches_decode(dtype, n, endian):
+    bytes_codec = {"name": "bytes", "configuration": {"endian": endian}} if endian else {"name": "bytes"}
+    p = CodecPipeline.from_json([bytes_codec, {"name": "numcodecs.shuffle", "configuration": {"elementsize": n}},
+                                 INNER[2], INNER[3]], "x")
+    dt = DATA_TYPES[dtype]
+    spec = ChunkSpec((64,), dt, dt.numpy.type(0), "x/c/0")
+    a = (np.random.default_rng(7).integers(0, 2, 64) if dtype == "bool" else np.arange(64) * 3).astype(dt.numpy)
+    blob = p.encode(a, spec)
+    dest = np.full(64, 1, dtype=dt.numpy)
+    got = p.decode_into(blob, spec, dest)
+    assert got.tobytes() == p.decode(blob, spec).tobytes() == a.tobytes() and got.dtype == a.dtype
+    for bad in (blob[:-1], blob[:5] + bytes([blob[5] ^ 1]) + blob[6:]):
+        errs = []
+        for f in (lambda: p.decode(bad, spec), lambda: p.decode_into(bad, spec, np.empty(64, dt.numpy))):
+            with pytest.raises(CorruptionError) as e:
+                f()
+            errs.append(str(e.value))
+        assert errs[0] == errs[1]
+    # a chunk that decodes to the wrong size: the bytes codec's error, as decode raises it
+    short = CodecPipeline.from_json([bytes_codec, {"name": "numcodecs.shuffle", "configuration": {"elementsize": n}},
+                                     INNER[2], INNER[3]], "x").encode(a[:32], ChunkSpec((32,), dt, 0, "x"))
+    errs = []
+    for f in (lambda: p.decode(short, spec), lambda: p.decode_into(short, spec, np.empty(64, dt.numpy))):
+        with pytest.raises(CorruptionError) as e:
+            f()
+        errs.append(str(e.value))
+    assert errs[0] == errs[1]
+
+
+def test_column_equals_the_frames_it_stacks(tmp_path):
+    import mrec
+    for atoms in (40, 3000):
+        path = tmp_path / f"c{atoms}.mrec"
+        _rich_trajectory(path, n_frames=23, atoms=atoms)
+        r = mrec.TrajectoryReader(path)
+        frames = [mrec.TrajectoryReader(path)[i] for i in range(len(r))]
+        for c in ("x", "q", "id"):
+            col = r.column("atoms", c)
+            assert col.flags.writeable and col.flags.c_contiguous
+            assert col.tobytes() == np.stack([f.blocks["atoms"][c] for f in frames]).tobytes()
+            part = r.column("atoms", c, slice(3, 17))
+            assert part.tobytes() == col[3:17].tobytes()
+            col[:] = 0                                  # the caller's own: later reads are unchanged
+            assert r[5].blocks["atoms"][c].tobytes() == frames[5].blocks["atoms"][c].tobytes()

@@ -23,7 +23,10 @@ class PosixFileSystem:
             raise ValueError(f"{path}: negative range {offset}+{length}")
         fd = os.open(path, os.O_RDONLY)
         try:
-            out = bytearray()
+            first = os.pread(fd, length, offset)
+            if len(first) == length or not first:      # the usual case: one call, no copies
+                return first
+            out = bytearray(first)
             while len(out) < length:
                 piece = os.pread(fd, length - len(out), offset + len(out))
                 if not piece:

@@ -444,6 +444,29 @@ class Frame:
             self.box = Box.from_any(self.box)
 
     @classmethod
+    def _trusted(cls, blocks: dict[str, dict[str, np.ndarray]], box: "Box | None", meta: dict[str, Any],
+                 masks: dict[str, dict[str, np.ndarray]], meta_types: dict[str, str]) -> "Frame":
+        """A Frame from parts its caller has already validated: nothing is re-checked or converted.
+
+        For :class:`~mrec.record.trajectory_read.TrajectoryReader` only, which calls it when the
+        layout it checked on open guarantees what ``__post_init__`` would check: names that are
+        valid and not reserved, canonical in-memory dtypes (never ``string``), one row count per
+        block (the count of a column-less block is 0, as the plain constructor makes it), masks
+        bool[rows] and never all True, ``meta`` and ``meta_types`` already coerced, ``box`` a Box
+        or None.  The public constructor keeps validating.
+        """
+        self = object.__new__(cls)
+        self.blocks = blocks
+        self.box = box
+        self.meta = meta
+        self.masks = masks
+        self.meta_types = meta_types
+        self.counts = {b: (len(next(iter(cols.values()))) if cols else 0) for b, cols in blocks.items()}
+        self.precision = {}
+        self.block_attrs = {}
+        return self
+
+    @classmethod
     def from_any(cls, obj: Any, dtype_hints: Mapping[str, Mapping[str, str]] | None = None) -> "Frame":
         """A Frame from a Frame (returned as is), a mapping of Frame fields, or a mapping of blocks.
 

@@ -16,10 +16,12 @@ import os
 import posixpath
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
 from ..errors import MetadataError, RefusalError, StoreError
+from ..zarr import parallel
 from ..zarr.array import MAX_READ_ELEMENTS, Array, read_node
 from ..zarr.metadata import ArrayMetadata, GroupMetadata
 from ..zarr.store import DirectoryStore
@@ -29,6 +31,8 @@ from .model import Box, Frame
 from .schema import SequenceSchema
 
 TRAJ = "trajectory"
+#: a frame whose column reads decode at least this many bytes reads them concurrently
+PARALLEL_READ_BYTES = 256 * 1024
 RESERVED_CHILDREN = ("step", "time", "meta", "box")
 RESERVED_BLOCK_CHILDREN = ("offset", "step_index", "_validity")
 from .lock import LOCK_NAME  # noqa: E402,F401
@@ -499,6 +503,7 @@ class TrajectoryReader:
         self.layout = load_layout(self.store)
         self._steps: np.ndarray | None = None
         self._times: np.ndarray | None = None
+        self._trusted: bool | None = None          # see _frames_trusted
         self._check_alignment()
 
     # -- basics ----------------------------------------------------------------
@@ -567,8 +572,27 @@ class TrajectoryReader:
         return Box(vec, origin, boundary, bl.defined)
 
     def _block_rows(self, b: BlockLayout, j: int, columns=None) -> tuple[dict, dict]:
-        lo, hi = b.rows_of(j)
         values, masks = {}, {}
+        reads = self._plan_rows(b, j, columns, values)
+        if self._concurrent(reads):
+            got = parallel.call_all([partial(arr.read, slice(lo, hi)) for _c, arr, lo, hi in reads])
+            for (col, _arr, _lo, _hi), v in zip(reads, got):
+                values[col] = v
+            self._read_masks(b, reads, masks)
+        else:                                  # one column after the other, each with its mask
+            for read in reads:
+                col, arr, lo, hi = read
+                values[col] = arr.read(slice(lo, hi))
+                self._read_masks(b, (read,), masks)
+        if len(values) > len(reads):          # a column without an array: keep declaration order
+            values = {c: values[c] for c in b.decl.columns if c in values}
+        return values, masks
+
+    def _plan_rows(self, b: BlockLayout, j: int, columns, values: dict) -> list[tuple]:
+        """The column reads of update ``j`` of ``b``, in declaration order, as (col, array, lo, hi);
+        a column without an array (the block has no rows) goes into ``values`` directly."""
+        lo, hi = b.rows_of(j)
+        reads = []
         for col, cdecl in b.decl.columns.items():
             if columns is not None and col not in columns:
                 continue
@@ -579,13 +603,57 @@ class TrajectoryReader:
                 from .dtypes import numpy_dtype
                 values[col] = np.zeros((0, *cdecl.trailing), dtype=numpy_dtype(cdecl.dtype))
                 continue
-            values[col] = arr.read(slice(lo, hi))
+            reads.append((col, arr, lo, hi))
+        return reads
+
+    @staticmethod
+    def _read_masks(b: BlockLayout, reads, masks: dict) -> None:
+        for col, _arr, lo, hi in reads:
             m = b.masks.get(col)
             if m is not None:
                 mv = m.read(slice(lo, hi))
                 if not mv.all():
                     masks[col] = mv
-        return values, masks
+
+    @staticmethod
+    def _concurrent(reads) -> bool:
+        """Whether to run these column reads concurrently (zstd and crc32c release the GIL): only
+        with ``MREC_READ_THREADS`` >= 2 and when they decode enough bytes to be worth a thread hop.
+        Same arrays, same results, same errors: the first failing read, in order, raises (see
+        :func:`mrec.zarr.parallel.call_all`)."""
+        if len(reads) < 2 or parallel.read_threads() < 2:
+            return False
+        n = 0
+        for _c, arr, lo, hi in reads:
+            n += arr.decode_estimate(lo, hi)
+        return n >= PARALLEL_READ_BYTES
+
+    def _frames_trusted(self) -> bool:
+        """Whether every frame this reader builds passes Frame's checks by construction (see
+        :meth:`Frame._trusted`): the names, dtypes and canonical keys are those of the layout
+        checked on open, so they are checked here once instead of in every frame."""
+        ok = self._trusted
+        if ok is None:
+            from .dtypes import NUMPY_DTYPES, check_canonical
+            from .model import FRAME_RESERVED_BLOCKS, FRAME_RESERVED_COLUMNS, check_node_name
+            ok = True
+            try:
+                for name, b in self.layout.blocks.items():
+                    check_node_name(name, "block", "reserved_block_name")
+                    if name in FRAME_RESERVED_BLOCKS:
+                        ok = False
+                    for col, cdecl in b.decl.columns.items():
+                        check_node_name(col, "column", "reserved_column_name")
+                        arr = b.columns.get(col)
+                        dt = NUMPY_DTYPES.get(cdecl.dtype)
+                        if col in FRAME_RESERVED_COLUMNS or cdecl.dtype == "string" or dt is None \
+                                or (arr is not None and arr.dtype != dt):
+                            ok = False
+                        check_canonical(name, col, cdecl.dtype, tuple(cdecl.trailing))
+            except RefusalError:
+                ok = False
+            self._trusted = ok
+        return ok
 
     def __getitem__(self, i):
         if isinstance(i, slice):
@@ -600,10 +668,19 @@ class TrajectoryReader:
             if m:
                 masks[name] = m
         meta = {}
-        for key, arr in self.layout.meta.items():
-            meta[key] = _meta_value(self.schema.meta[key].tag, arr.read(slice(i, i + 1))[0])
-        types = {key: self.schema.meta[key].tag for key in meta}
-        return Frame(blocks=blocks, box=self.box_at(i), meta=meta, masks=masks, meta_types=types)
+        types = {}
+        if self.layout.meta:
+            tags = self.schema.meta
+            for key, arr in self.layout.meta.items():
+                tag = types[key] = tags[key].tag
+                meta[key] = _meta_value(tag, arr.read(slice(i, i + 1))[0])
+        box = self.box_at(i) if self.layout.box.n_updates else None
+        if self._frames_trusted():
+            if meta:
+                from .typed_json import coerce_meta_document
+                meta, types = coerce_meta_document(meta, types)
+            return Frame._trusted(blocks, box, meta, masks, types)
+        return Frame(blocks=blocks, box=box, meta=meta, masks=masks, meta_types=types)
 
     def __iter__(self):
         for i in range(len(self)):

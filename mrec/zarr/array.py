@@ -11,6 +11,7 @@ start of the shard) rewritten in place — O(chunk + index) bytes per landing.
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 
 import numpy as np
@@ -71,6 +72,8 @@ def _as_rows(data: np.ndarray, meta: ArrayMetadata) -> np.ndarray:
 
 
 MAX_READ_ELEMENTS = 2**31     # one read never allocates more (16 GiB of float64)
+#: inner chunks lying back to back in a shard are fetched together, up to this many bytes a read
+COALESCE_BYTES = 4 << 20
 
 
 def _check_alloc(shape, where: str) -> None:
@@ -96,6 +99,7 @@ class Array:
         self._json_template: tuple | None = None     # see metadata_json
         self._keys: dict[tuple, str] = {}               # chunk coords -> key, for one key encoding
         self._keys_encoding = None
+        self._fast_geo: tuple | None = None          # see _fast_geometry
         self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
         self._rebuild_reason: dict[str, str] = {}
         self.require_shards = False      # a missing shard file is corruption, not fill (appended arrays)
@@ -195,6 +199,15 @@ class Array:
     # -- read ------------------------------------------------------------------
     def read(self, rows: slice | None = None) -> np.ndarray:
         """The whole array, or a leading-axis range ``rows`` (step allowed)."""
+        if rows is not None and rows.step is None:
+            # the usual call (a frame's rows): straight to the one inner chunk holding them
+            start, stop = rows.start, rows.stop
+            if type(start) is int and type(stop) is int and 0 <= start < stop:
+                shape = self.meta.shape
+                if shape and stop <= shape[0]:
+                    fast = self._one_chunk_range(start, stop)
+                    if fast is not None:
+                        return fast
         m = self.meta
         if m.ndim == 0:
             key = self.chunk_key(())
@@ -230,6 +243,10 @@ class Array:
     def _read_range(self, start: int, stop: int) -> np.ndarray:
         m = self.meta
         cs = m.chunk_shape
+        if start < stop:
+            fast = self._one_chunk_range(start, stop)
+            if fast is not None:
+                return fast
         want, dtype = (stop - start, *m.shape[1:]), m.data_type.numpy
         _check_alloc(want, self.name)
         if stop <= start or any(s == 0 for s in m.shape[1:]):
@@ -246,7 +263,9 @@ class Array:
                 block = self._read_chunk_rows(coords, r_lo, r_hi)
                 if out is None:
                     if whole and block is not None and block.shape == want and block.dtype == dtype:
-                        return block.copy()           # the one copy (a frame of a frame-aligned column)
+                        # the one copy (a frame of a frame-aligned column); a block the shard read
+                        # assembled itself (it owns its data: never a view of a cached chunk) is ours
+                        return block if block.flags.owndata else block.copy()
                     out = np.full(want, m.fill_value, dtype=dtype)
                 if block is None:
                     continue
@@ -258,6 +277,85 @@ class Array:
                     src.append(slice(0, hi - c * s))
                 out[tuple(dst)] = block[tuple(src)]
         return out
+
+    def _fast_geometry(self):
+        """(shard rows, inner rows, shard key coords tail) when every read of a range inside one inner
+        chunk can skip the general loop: sharded by byte ranges, shards and inner chunks spanning
+        exactly the trailing axes (a frame-aligned column); else None.  Cached per metadata."""
+        m = self.meta
+        g = self._fast_geo
+        if g is not None and g[0] is m:
+            return g[1]
+        geo = None
+        sh = self.sharding
+        # an inner chunk within MAX_READ_ELEMENTS and no zero-length trailing axis: any range inside
+        # one passes _read_range's allocation check and is not empty, so the fast path may skip both
+        if sh is not None and m.ndim >= 1 and tuple(m.chunk_shape[1:]) == tuple(m.shape[1:]) \
+                and tuple(sh.chunk_shape[1:]) == tuple(m.shape[1:]) and len(sh.chunk_shape) == m.ndim \
+                and all(d > 0 for d in m.shape[1:]) and math.prod(sh.chunk_shape) <= MAX_READ_ELEMENTS:
+            row = m.data_type.numpy.itemsize * math.prod(m.shape[1:])
+            geo = (m.chunk_shape[0], sh.chunk_shape[0], (0,) * (m.ndim - 1), sh.chunk_shape[0] * row)
+        self._fast_geo = (m, geo)
+        return geo
+
+    def _one_chunk_range(self, start: int, stop: int) -> np.ndarray | None:
+        """Rows [start, stop) copied out of the one inner chunk holding them, or None (general path).
+
+        The same chunk fetch, decode and verification as :meth:`_read_shard_rows`; only the loop
+        and its bookkeeping are skipped.  Anything unusual (absent shard, empty entry) is None."""
+        geo = self._fast_geometry()
+        if geo is None:
+            return None
+        srows, irows, tail, _ = geo
+        c0 = start // srows
+        lo0 = c0 * srows
+        r_lo, r_hi = start - lo0, stop - lo0
+        i0 = r_lo // irows
+        if r_hi > srows or r_hi > (i0 + 1) * irows:
+            return None
+        key = self.chunk_key((c0, *tail))
+        index = self._index_cache.get(key)
+        if index is None:
+            index = self.shard_index(key)
+            if index is None:
+                return None
+        coord = (i0, *tail)
+        if index.is_empty(coord):
+            return None
+        a = r_lo - i0 * irows
+        # a read of a whole inner chunk (a frame of a frame-aligned column) is not cached: the next
+        # frame is the next chunk.  When its decode made a fresh writable array (shuffle does),
+        # that array is the result and the copy is saved
+        whole = a == 0 and stop - start == irows
+        chunk = self._inner_chunk(key, index, coord, r_hi - i0 * irows, None, keep=not whole)
+        if chunk.dtype != self.meta.data_type.numpy:
+            return None
+        if whole:
+            cached = self._chunk_cache
+            if chunk.flags.writeable and chunk.flags.c_contiguous \
+                    and (cached is None or cached[1] is not chunk):
+                return chunk
+            return chunk.copy()
+        return chunk[a:a + stop - start].copy()
+
+    def decode_estimate(self, start: int, stop: int) -> int:
+        """Roughly how many decoded bytes a read of rows [start, stop) costs (0: a cached chunk).
+
+        Only a hint for running reads concurrently; it never changes what a read returns."""
+        geo = self._fast_geometry()
+        if geo is None:
+            m = self.meta
+            if m.ndim == 0 or stop <= start:
+                return 0
+            return (stop - start) * m.data_type.numpy.itemsize * math.prod(m.shape[1:])
+        srows, irows, tail, ibytes = geo
+        n = -(-stop // irows) - start // irows
+        if n == 1:
+            cached = self._chunk_cache
+            if cached is not None and cached[0][1][0] == (start % srows) // irows \
+                    and cached[0][0] == self.chunk_key((start // srows, *tail)):
+                return 0
+        return max(n, 0) * ibytes
 
     def _read_chunk_rows(self, coords, r_lo: int, r_hi: int) -> np.ndarray | None:
         key = self.chunk_key(coords)
@@ -368,6 +466,91 @@ class Array:
         self._index_cache.clear()
         self._chunk_cache = None
 
+    def _prefetch(self, key: str, index: ShardIndex, coords) -> dict:
+        """Raw bytes of the inner chunks ``coords`` of shard ``key`` that lie back to back in the file
+        (as an appender lands them), read as one byte range per run of at most
+        :data:`COALESCE_BYTES`; the bytes are exactly those one read per chunk returns (None for an
+        absent file, short at a truncated end).  Empty, cached and isolated chunks are left out:
+        :meth:`_inner_chunk` reads those itself."""
+        cached = self._chunk_cache
+        ents = []
+        for coord in coords:
+            if index.is_empty(coord):
+                continue
+            off, n = int(index.offsets[coord]), int(index.nbytes[coord])
+            if cached is not None and cached[0] == (key, coord, off, n):
+                continue
+            ents.append((off, n, coord))
+        ents.sort()
+        views = self.sharding.codecs._view_decoders is not None
+        out = {}
+        i = 0
+        while i < len(ents):
+            start = ents[i][0]
+            end = start + ents[i][1]
+            j = i + 1
+            while j < len(ents) and ents[j][0] == end and end + ents[j][1] - start <= COALESCE_BYTES:
+                end += ents[j][1]
+                j += 1
+            if j - i > 1:
+                raw = self.store.get_range(key, start, end - start)
+                mv = memoryview(raw) if raw is not None else None
+                for off, n, coord in ents[i:j]:
+                    if mv is None:
+                        out[coord] = None
+                    else:
+                        piece = mv[off - start:off - start + n]
+                        out[coord] = piece if views else bytes(piece)
+            i = j
+        return out
+
+    def _inner_chunk(self, key: str, index: ShardIndex, coord, b: int, where: str | None,
+                     keep: bool = True, raw=False, dest: np.ndarray | None = None) -> np.ndarray:
+        """Inner chunk ``coord`` (non-empty in ``index``) of shard ``key``, decoded and verified for its
+        first ``b`` rows; the last one decoded is cached."""
+        sh = self.sharding
+        m = self.meta
+        off, n = int(index.offsets[coord]), int(index.nbytes[coord])
+        ck = (key, coord, off, n)
+        cached = self._chunk_cache
+        if cached is not None and cached[0] == ck and (cached[2] >= b or (
+                cached[3] and shardscan.trusted(index, coord, cached[1], b, m.fill_value))):
+            # the same verified bytes.  A chunk decoded from these bytes (not an older copy, which
+            # holds only the rows it was checked for) serves more rows after the same check the
+            # decode path makes: a frame-by-frame read walks forward through the chunk
+            if cached[2] < b:
+                self._chunk_cache = (ck, cached[1], b, True)
+            return cached[1]
+        if where is None:
+            where = self.store.describe(key)
+        inner_spec = ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, where)
+        label = f"{where} inner chunk {list(coord)}"
+        if raw is False:                       # not prefetched
+            raw = self.store.get_range(key, off, n)
+        direct = True
+        try:
+            if raw is None or len(raw) != n:
+                got = 0 if raw is None else len(raw)
+                raise CorruptionError(f"truncated shard: inner chunk {list(coord)} needs bytes "
+                                      f"{off}..{off + n}, got {got}", path=where)
+            if dest is None:
+                chunk = sh.codecs.decode(raw, inner_spec.at(label))
+            else:                          # decoded in place when the codecs allow: never cached
+                chunk = sh.codecs.decode_into(raw, inner_spec.at(label), dest)
+                keep = keep and chunk is not dest
+            if not shardscan.trusted(index, coord, chunk, b, m.fill_value):
+                why = self._rebuild_reason.get(key, "its shard index failed verification")
+                raise CorruptionError(f"{why}; the newest copy of inner chunk {list(coord)} does "
+                                      f"not verify and the copy before it does not provably hold "
+                                      f"row {b - 1}", path=where)
+        except CorruptionError as exc:
+            chunk = self._older_copy(key, coord, b, inner_spec.at(label), exc)
+            direct = False
+        # remember how many rows were verified (and how): a later read needing more re-checks
+        if keep:
+            self._chunk_cache = (ck, chunk, b, direct)
+        return chunk
+
     def _read_shard_rows(self, key: str, r_lo: int, r_hi: int) -> np.ndarray | None:
         sh = self.sharding
         index = self.shard_index(key)
@@ -382,10 +565,15 @@ class Array:
         _check_alloc((r_hi - r_lo, *shard_shape[1:]), self.store.describe(key))
         grid = index.offsets.shape
         where = self.store.describe(key)
-        inner_spec = None
         out = None
         single = all(g == 1 for g in grid[1:])   # an inner chunk spans every trailing axis
-        for i0 in range(r_lo // ics[0], -(-r_hi // ics[0])):
+        first, last = r_lo // ics[0], -(-r_hi // ics[0])
+        raws = {}
+        if last - first > 1 or not single:
+            raws = self._prefetch(key, index, [(i0, *it) for i0 in range(first, last) for it in _cells(grid[1:])])
+            # every cell of the shard's grid below is written: a chunk, or the fill (as np.full would)
+            out = np.empty((r_hi - r_lo, *shard_shape[1:]), dtype=m.data_type.numpy)
+        for i0 in range(first, last):
             lo0 = i0 * ics[0]
             a, b = max(r_lo, lo0) - lo0, min(r_hi, lo0 + ics[0]) - lo0
             for it in _cells(grid[1:]):
@@ -397,39 +585,22 @@ class Array:
                                               "its rows are lost", path=where)
                     chunk = None
                 else:
-                    off, n = int(index.offsets[coord]), int(index.nbytes[coord])
-                    ck = (key, coord, off, n)
-                    cached = self._chunk_cache
-                    if cached is not None and cached[0] == ck and cached[2] >= b:
-                        chunk = cached[1]
-                    else:
-                        if inner_spec is None:
-                            inner_spec = ChunkSpec(ics, m.data_type, m.fill_value, where)
-                        label = f"{where} inner chunk {list(coord)}"
-                        raw = self.store.get_range(key, off, n)
-                        try:
-                            if raw is None or len(raw) != n:
-                                got = 0 if raw is None else len(raw)
-                                raise CorruptionError(f"truncated shard: inner chunk {list(coord)} needs bytes "
-                                                      f"{off}..{off + n}, got {got}", path=where)
-                            chunk = sh.codecs.decode(raw, inner_spec.at(label))
-                            if not shardscan.trusted(index, coord, chunk, b, m.fill_value):
-                                why = self._rebuild_reason.get(key, "its shard index failed verification")
-                                raise CorruptionError(f"{why}; the newest copy of inner chunk {list(coord)} does "
-                                                      f"not verify and the copy before it does not provably hold "
-                                                      f"row {b - 1}", path=where)
-                        except CorruptionError as exc:
-                            chunk = self._older_copy(key, coord, b, inner_spec.at(label), exc)
-                        # remember how many rows were verified: a later read needing more re-checks
-                        self._chunk_cache = (ck, chunk, b)
+                    dest = None
+                    if out is not None and single and a == 0 and b == ics[0]:
+                        dest = out[lo0 - r_lo:lo0 + b - r_lo]      # a whole inner chunk: decoded in place
+                    chunk = self._inner_chunk(key, index, coord, b, where, raw=raws.pop(coord, False), dest=dest)
+                    if chunk is dest:
+                        continue
                     if out is None and single and b - a == r_hi - r_lo:
                         return chunk[a:b]          # the whole range in one inner chunk: the caller copies it
                 if out is None:
-                    out = np.full((r_hi - r_lo, *shard_shape[1:]), m.fill_value, dtype=m.data_type.numpy)
-                if chunk is None:
-                    continue
+                    # every cell of the shard's grid below is written: a chunk, or the fill (as np.full would)
+                    out = np.empty((r_hi - r_lo, *shard_shape[1:]), dtype=m.data_type.numpy)
                 dst = [slice(lo0 + a - r_lo, lo0 + b - r_lo)]
                 dst += [slice(c * s, (c + 1) * s) for c, s in zip(it, ics[1:])]
+                if chunk is None:
+                    np.copyto(out[tuple(dst)], m.fill_value, casting="unsafe")
+                    continue
                 out[tuple(dst)] = chunk[a:b]
         if out is None:
             out = np.full((r_hi - r_lo, *shard_shape[1:]), m.fill_value, dtype=m.data_type.numpy)

@@ -15,7 +15,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence, TypeVar
 
-__all__ = ["encode_all", "threads"]
+__all__ = ["call_all", "encode_all", "read_threads", "threads"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -26,14 +26,20 @@ _pool: ThreadPoolExecutor | None = None
 _pool_pid: int | None = None
 
 
+_cpus: int | None = None
+
+
 def threads() -> int:
+    global _cpus
     raw = os.environ.get("MREC_THREADS")
     if raw:
         try:
             return max(1, int(raw))
         except ValueError:
             pass
-    return max(1, min(8, os.cpu_count() or 1))
+    if _cpus is None:                   # os.cpu_count() costs ~15 us: asked once
+        _cpus = max(1, min(8, os.cpu_count() or 1))
+    return _cpus
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -49,3 +55,47 @@ def encode_all(fn: Callable[[T], R], items: Sequence[T], nbytes: int) -> list[R]
     if len(items) < 2 or nbytes < MIN_PARALLEL_BYTES or threads() == 1:
         return [fn(x) for x in items]
     return list(_executor().map(fn, items))
+
+
+def read_threads() -> int:
+    """Concurrent column reads of one frame: ``MREC_READ_THREADS`` (default 1, i.e. serial).
+
+    Off by default: on the project's shared 2-core machine they made a 50k-atom random read
+    slower (numcodecs' unshuffle holds the GIL; see docs/performance.md)."""
+    raw = os.environ.get("MREC_READ_THREADS")
+    if raw:
+        try:
+            return max(1, int(raw))
+        except ValueError:
+            pass
+    return 1
+
+
+def _in_worker() -> bool:
+    import threading
+    return threading.current_thread().name.startswith("mrec-encode")
+
+
+def call_all(calls: Sequence[Callable[[], R]]) -> list[R]:
+    """``[c() for c in calls]``: the first in this thread, the rest on the pool at the same time.
+
+    The pool is the encoder's (``MREC_THREADS`` workers) plus this thread.
+    Results are in input order.  Every call runs to its end before this returns; when some
+    raise, the exception of the first failing call in input order is raised — the one the
+    serial loop would have raised (later calls have then also run, which for reads only
+    warms caches).  Serial for a single call and inside a pool worker
+    (a nested wait could take every worker).
+    """
+    if len(calls) < 2 or _in_worker():
+        return [c() for c in calls]
+    from concurrent.futures import wait
+    futures = [_executor().submit(c) for c in calls[1:]]
+    first, error = None, None
+    try:
+        first = calls[0]()
+    except BaseException as exc:       # noqa: BLE001 - re-raised below, after the others finished
+        error = exc
+    wait(futures)
+    if error is not None:
+        raise error
+    return [first] + [f.result() for f in futures]

@@ -17,7 +17,7 @@ from .codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, Chun
 from .codecs.bytes_ import BytesCodec
 from .codecs.crc32c_ import Crc32cCodec
 from .codecs.gzip_ import GzipCodec
-from .codecs.shuffle import ShuffleCodec
+from .codecs.shuffle import ShuffleCodec, native as _native_shuffle
 from .codecs.transpose import TransposeCodec
 from .codecs.vlen_utf8 import VlenUtf8Codec
 from .codecs.zstd_ import ZstdCodec
@@ -108,10 +108,55 @@ class CodecPipeline:
             data = c.encode(data)
         return data
 
+    @functools.cached_property
+    def _view_decoders(self):
+        """The bytes→bytes decoders, in decode order, taking the copy-free variant where a codec has
+        one (crc32c, shuffle): only when the array→bytes codec is ``bytes`` (which reads any buffer
+        with ``np.frombuffer``); else None.  Same checks, same errors, same values."""
+        if not isinstance(self.array_bytes, BytesCodec):
+            return None
+        return tuple(getattr(c, "decode_view", c.decode) for c in reversed(self.bytes_bytes))
+
+    @functools.cached_property
+    def _into_plan(self):
+        """(decoders before the shuffle, the shuffle's element size) when the last decode step is a
+        numcodecs shuffle straight into the bytes codec's little-endian numbers; else None."""
+        views = self._view_decoders
+        if views is None or self.array_array or not self.bytes_bytes:
+            return None
+        first = self.bytes_bytes[0]
+        if not isinstance(first, ShuffleCodec) or first.elementsize <= 1:
+            return None
+        return views[:-1], first.elementsize
+
+    def decode_into(self, data, spec: ChunkSpec, dest: np.ndarray) -> np.ndarray:
+        """:meth:`decode` of one chunk, unshuffled straight into ``dest`` (returned) when the pipeline
+        ends in a shuffle into native numbers and every size matches; else the decoded chunk as
+        :meth:`decode` returns it (same checks, same errors: only the final copy is skipped)."""
+        plan = self._into_plan
+        dt = spec.dtype.numpy
+        if plan is None or dt.kind not in "fiuc" or dest.dtype != dt or tuple(dest.shape) != tuple(spec.shape) \
+                or not dest.flags.c_contiguous or self.array_bytes.endian is None \
+                or self.array_bytes._disk_dtype(spec) != dt:
+            return self.decode(data, spec)
+        pre, n = plan
+        for dec in pre:
+            data = dec(data, spec)
+        if len(data) != dest.nbytes or len(data) % n:
+            # what decode would do from here, to raise (or return) exactly the same
+            return self.array_bytes.decode(self.bytes_bytes[0].decode_view(data, spec), spec)
+        _native_shuffle(n).decode(data, out=dest.reshape(-1).view(np.uint8))
+        return dest
+
     def decode(self, data: bytes, spec: ChunkSpec) -> np.ndarray:
         specs = self._specs(spec)
-        for c in reversed(self.bytes_bytes):
-            data = c.decode(data, specs[-1])
+        views = self._view_decoders
+        if views is not None:
+            for dec in views:
+                data = dec(data, specs[-1])
+        else:
+            for c in reversed(self.bytes_bytes):
+                data = c.decode(data, specs[-1])
         arr = self.array_bytes.decode(data, specs[-1])
         for c, s in zip(reversed(self.array_array), reversed(specs[:-1])):
             arr = c.decode(arr, s)

@@ -38,5 +38,17 @@ class Crc32cCodec(BytesBytesCodec):
             raise CorruptionError(f"crc32c mismatch (stored {stored:#010x}, computed {actual:#010x})", path=spec.where)
         return bytes(body)
 
+    def decode_view(self, data, spec):
+        """:meth:`decode` without copying the body: a read-only memoryview of ``data``."""
+        if len(data) < 4:
+            raise CorruptionError(f"{len(data)} bytes cannot hold a crc32c checksum", path=spec.where)
+        view = memoryview(data)
+        body = view[:-4]
+        stored = int.from_bytes(view[-4:], "little")
+        actual = crc32c(body)
+        if stored != actual:
+            raise CorruptionError(f"crc32c mismatch (stored {stored:#010x}, computed {actual:#010x})", path=spec.where)
+        return body
+
     def encoded_size(self, n):
         return n + 4

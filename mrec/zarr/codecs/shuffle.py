@@ -12,6 +12,14 @@ from .base import BytesBytesCodec
 _native: dict[int, _NumcodecsShuffle] = {}
 
 
+def native(n: int) -> _NumcodecsShuffle:
+    """numcodecs' C shuffle of element size n (one instance per size)."""
+    codec = _native.get(n)
+    if codec is None:
+        codec = _native[n] = _NumcodecsShuffle(elementsize=n)
+    return codec
+
+
 def _whole(data, n: int):
     """numcodecs' C shuffle for n when data is whole elements (it refuses a partial one), else None."""
     if len(data) % n:
@@ -76,6 +84,15 @@ class ShuffleCodec(BytesBytesCodec):
 
     def decode(self, data, spec):
         return unshuffle_bytes(data, self.elementsize)
+
+    def decode_view(self, data, spec):
+        """:meth:`decode` without the final copy to ``bytes``: a memoryview of a fresh buffer."""
+        n = self.elementsize
+        if n > 1 and len(data):
+            codec = _whole(data, n)
+            if codec is not None:
+                return memoryview(codec.decode(data))
+        return unshuffle_bytes(data, n)
 
     def encoded_size(self, n):
         return n

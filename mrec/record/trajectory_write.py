@@ -14,6 +14,7 @@ lands them in the chapter's order:
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import posixpath
@@ -743,9 +744,235 @@ class TrajectoryWriter:
         if self.nframes - self.committed >= self.flush_every:
             self._commit(durable=False)
 
+    # -- batch append ---------------------------------------------------------------------------
+    #: frames taken from ``extend``'s iterable at a time (bounds the stacked copies of one run)
+    EXTEND_WINDOW = 4096
+
     def extend(self, frames) -> None:
-        for fr in frames:
-            self.append(fr)
+        """Append many frames: exactly ``for f in frames: self.append(f)``, at per-batch cost where it can.
+
+        The store, the automatic flush points and every refusal are those of the loop.  Runs of
+        *regular* frames (plain ``{"blocks": ...}`` dicts, a dict of blocks or :class:`Frame` objects
+        with numpy columns of exactly the declared dtype and trailing shape, the same blocks and row
+        counts in each frame, no masks / box / meta / precision / block attributes, default steps) are
+        validated, rounded and change-detected as ``(frames, rows)`` stacks and fed to each array once
+        per run; a schema with meta keys, ``aligned_with`` or ``targets``, a writer with times, and any
+        other frame take :meth:`append` itself.
+
+        Not atomic, like the loop: a frame that :meth:`append` refuses raises the same
+        :class:`RefusalError` (the refused frame itself always goes through :meth:`append`); the frames
+        before it stay appended (and automatically flushed where the loop would have flushed), the
+        refused frame and the rest are not.  Frames are taken from the iterable
+        :attr:`EXTEND_WINDOW` at a time, so a refusal may leave some frames after it consumed.
+        """
+        it = iter(frames)
+        while True:
+            batch = list(itertools.islice(it, self.EXTEND_WINDOW))
+            if not batch:
+                return
+            pos = 0
+            while pos < len(batch):
+                n = self._extend_run(batch, pos)
+                if n:
+                    pos += n
+                else:
+                    self.append(batch[pos])
+                    pos += 1
+
+    def _fast_spec(self):
+        """block -> (rows fixed by structural_shape or None, [(column, numpy dtype, trailing, precision,
+        nullable)]) for blocks the batch path can take; None when the schema rules the batch path out."""
+        spec = self.__dict__.get("_fast_spec_cache", False)
+        if spec is not False:
+            return spec
+        spec = {}
+        if self.schema.meta:
+            spec = None
+        else:
+            for name, decl in self.schema.blocks.items():
+                if decl.aligned_with is not None or decl.targets:
+                    spec = None
+                    break
+                cols = []
+                for c, cd in decl.columns.items():
+                    if cd.dtype == "string" or 0 in cd.trailing:
+                        cols = None
+                        break
+                    cols.append((c, numpy_dtype(cd.dtype), tuple(cd.trailing), cd.precision, cd.nullable))
+                if cols:
+                    fixed = math.prod(decl.structural_shape) if decl.structural_shape is not None else None
+                    spec[name] = (fixed, cols)
+        self._fast_spec_cache = spec
+        return spec
+
+    @staticmethod
+    def _fast_blocks(fr, spec):
+        """The blocks of ``fr`` and their (name, rows) signature when the batch path can take it, else None."""
+        if isinstance(fr, Frame):
+            if fr.masks or fr.meta or fr.box is not None or fr.precision or fr.block_attrs:
+                return None
+            blocks = fr.blocks
+        elif type(fr) is dict:
+            if "blocks" in fr:
+                if len(fr) != 1:
+                    return None
+                blocks = fr["blocks"]
+                if type(blocks) is not dict:
+                    return None
+            else:
+                blocks = fr
+        else:
+            return None
+        sig = []
+        for name, given in blocks.items():
+            s = spec.get(name) if type(name) is str else None
+            if s is None or type(given) is not dict:
+                return None
+            fixed, cols = s
+            if len(given) != len(cols):
+                return None
+            rows = -1
+            for c, dt, trailing, _p, _n in cols:
+                a = given.get(c)
+                if type(a) is not np.ndarray or a.dtype != dt or a.shape[1:] != trailing or a.ndim != 1 + len(trailing):
+                    return None
+                if rows < 0:
+                    rows = a.shape[0]
+                elif a.shape[0] != rows:
+                    return None
+            if rows <= 0 or (fixed is not None and rows != fixed):
+                return None
+            sig.append((name, rows))
+        if not sig:
+            return None
+        return blocks, tuple(sig)
+
+    def _extend_run(self, batch: list, pos: int) -> int:
+        """Append the longest run of regular frames from batch[pos] up to the next automatic flush,
+        exactly as :meth:`append` one by one would; the number taken (0: batch[pos] goes to append)."""
+        if self.closed or self.has_time:
+            return 0
+        spec = self._fast_spec()
+        if spec is None:
+            return 0
+        room = self.flush_every - (self.nframes - self.committed)
+        last = self.step.last
+        first_step = 0 if last is None else last + 1
+        end = min(len(batch), pos + max(1, room), pos + max(0, I64_MAX - first_step + 1))
+        if end <= pos:
+            return 0
+        head = self._fast_blocks(batch[pos], spec)
+        if head is None:
+            return 0
+        blocks0, sig = head
+        run = [blocks0]
+        for k in range(pos + 1, end):
+            b = self._fast_blocks(batch[k], spec)
+            if b is None or b[1] != sig:
+                break
+            run.append(b[0])
+        F = len(run)
+        # ---- plan: stacks, rounding, change detection, the system/ alignment (nothing changes yet) ----
+        plans = []
+        cut = F
+        for name, rows in sig:
+            bs = self.blocks[name]
+            cols = spec[name][1]
+            values, masks = {}, {}
+            for c, _dt, _tr, p, nullable in cols:
+                v = np.stack([blk[name][c] for blk in run]) if F > 1 else run[0][name][c][None]
+                if p is not None:
+                    v = round_to_precision(v, p)
+                values[c] = np.ascontiguousarray(v)
+                if nullable:
+                    masks[c] = np.ones((F, rows), bool)
+            upd = np.empty(F, bool)
+            upd[0] = bs.differs(rows, {c: v[0] for c, v in values.items()}, {c: m[0] for c, m in masks.items()})
+            if F > 1:
+                upd[1:] = False
+                for v in values.values():
+                    flat = v.reshape(F, -1)
+                    flat = flat.view(np.uint64) if flat.dtype.itemsize == 8 else flat.view(np.uint8)
+                    upd[1:] |= (flat[1:] != flat[:-1]).any(axis=1)
+            if name in self.system:
+                n, ids = self.system[name]
+                bad = upd.copy() if rows != n else np.zeros(F, bool)
+                if ids is not None and "id" in values and rows == n:
+                    ids = np.asarray(ids)
+                    v = values["id"]
+                    if v.dtype != ids.dtype or v.shape[1:] != ids.shape:
+                        same = np.zeros(F, bool)
+                    else:
+                        want = np.ascontiguousarray(ids).reshape(1, -1).view(np.uint8)
+                        same = (v.reshape(F, -1).view(np.uint8) == want).all(axis=1)
+                    bad = upd & ~same
+                if bad.any():
+                    cut = min(cut, int(np.argmax(bad)))
+            plans.append((bs, rows, values, masks, upd))
+        if cut == 0:
+            return 0                   # the first frame is refused: append raises it
+        F = cut
+        # ---- apply: nothing below refuses ----
+        i0 = self.nframes
+        for bs, rows, values, masks, upd in plans:
+            self._add_updates(bs, i0, rows, values, masks, np.flatnonzero(upd[:F]))
+        self._add_steps(first_step, F)
+        if self.has_time is None:
+            self.has_time = False
+        self.nframes += F
+        if self.nframes - self.committed >= self.flush_every:
+            self._commit(durable=False)
+        return F
+
+    def _add_updates(self, bs: _BlockState, i0: int, rows: int, values: dict, masks: dict, ks) -> None:
+        """_add_update for the run's updates at frames i0 + ks, the contiguous regular / indexed tail at once."""
+        u = 0
+        n = len(ks)
+        while u < n:
+            k0 = int(ks[u])
+            contiguous = int(ks[-1]) - k0 == n - 1 - u
+            if bs.n_updates and bs.regular and rows == bs.uniform and contiguous and i0 + k0 == bs.n_updates:
+                sel = slice(k0, int(ks[-1]) + 1)
+                frames = None
+            elif bs.si is not None and not bs.regular:
+                sel = ks[u:]
+                frames = i0 + sel
+            else:
+                k = k0
+                self._add_update(bs, i0 + k, rows, {c: v[k] for c, v in values.items()},
+                                 {c: m[k] for c, m in masks.items()})
+                u += 1
+                continue
+            cnt = n - u
+            if frames is not None:
+                bs.si.append(frames.astype(np.uint64))
+                bs.off.append(np.uint64(bs.total_rows) + np.arange(1, cnt + 1, dtype=np.uint64) * np.uint64(rows))
+            for c, v in values.items():
+                bs.cols[c].append(v[sel].reshape(cnt * rows, *v.shape[2:]))
+            for c, m in masks.items():
+                bs.masks[c].append(m[sel].reshape(cnt * rows))
+            last = int(ks[-1])
+            lv = {c: v[last].copy() for c, v in values.items()}
+            lm = {c: m[last].copy() for c, m in masks.items()}
+            bs.n_updates += cnt
+            bs.total_rows += cnt * rows
+            bs.last = (rows, lv, lm)
+            bs.target_max = self._target_max(bs.decl, lv, lm)
+            return
+
+    def _add_steps(self, first: int, count: int) -> None:
+        """_add_series of the default steps first .. first + count - 1."""
+        s = self.step
+        k = 0
+        while k < count and s.array is None and not (s.n >= 2 and s.stride == 1):
+            self._add_series(s, first + k, "step", "i64")
+            k += 1
+        if k == count:
+            return
+        if s.array is not None:
+            s.array.append(np.arange(first + k, first + count, dtype=np.int64))
+        s.n += count - k
+        s.last = first + count - 1
 
     # -- state changes --------------------------------------------------------------------------
     def _new_dense(self, path: str, dtype: str, trailing=()) -> _Writer:

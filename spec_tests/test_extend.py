@@ -120,10 +120,12 @@ def session(draw):
 
 
 class Pair:
-    """The same operations on two stores: ``loop`` appends frame by frame, ``batch`` calls extend."""
+    """The same operations on three stores: ``loop`` appends frame by frame through the general path
+    (Frame construction, check_frame, per-frame planning), ``append`` through append() (which takes
+    the batch path for a regular frame), ``batch`` calls extend."""
 
     def __init__(self, root, flush_every):
-        self.paths = {m: root / f"{m}.mrec" for m in ("loop", "batch")}
+        self.paths = {m: root / f"{m}.mrec" for m in ("loop", "append", "batch")}
         self.flush_every = flush_every
         self.w = {m: TrajectoryWriter.create(p, schema(), flush_every=flush_every, durable=False)
                   for m, p in self.paths.items()}
@@ -133,14 +135,15 @@ class Pair:
         for m, w in self.w.items():
             try:
                 if op[0] == "extend":
-                    if m == "loop":
-                        for f in op[1]:
-                            w.append(f)
-                    else:
+                    if m == "batch":
                         w.extend(op[1])
+                    else:
+                        for f in op[1]:
+                            (w._append_checked if m == "loop" else w.append)(f)
                 elif op[0] == "append":
                     last = w.step.last
-                    w.append(op[1], step=None if op[2] is None or last is None else last + op[2])
+                    step = None if op[2] is None or last is None else last + op[2]
+                    (w._append_checked if m == "loop" else w.append)(op[1], step=step)
                 elif op[0] == "flush":
                     w.flush()
                 else:
@@ -149,18 +152,20 @@ class Pair:
                 kinds[m] = None
             except RefusalError as e:
                 kinds[m] = e.kind
-        assert kinds["loop"] == kinds["batch"], op
+        assert kinds["loop"] == kinds["append"] == kinds["batch"], op
         self.check()
 
+    def state(self, m):
+        w = self.w[m]
+        return w.nframes, w.committed, w.step.last, w.has_time, tree_hash(self.paths[m])
+
     def check(self):
-        a, b = self.w["loop"], self.w["batch"]
-        assert (a.nframes, a.committed, a.step.last, a.has_time) == (b.nframes, b.committed, b.step.last, b.has_time)
-        assert tree_hash(self.paths["loop"]) == tree_hash(self.paths["batch"])
+        assert self.state("loop") == self.state("append") == self.state("batch")
 
     def close(self):
         for w in self.w.values():
             w.close()
-        assert tree_hash(self.paths["loop"]) == tree_hash(self.paths["batch"])
+        assert tree_hash(self.paths["loop"]) == tree_hash(self.paths["append"]) == tree_hash(self.paths["batch"])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -188,7 +193,7 @@ def test_extend_of_a_long_regular_run_is_byte_identical_and_reads_back(tmp_path,
         with TrajectoryWriter.create(tmp_path / f"{m}.mrec", schema(), flush_every=flush_every) as w:
             if m == "loop":
                 for f in frames:
-                    w.append(f)
+                    w._append_checked(f)
             else:
                 w.extend(iter(frames))                       # any iterable
     assert tree_hash(tmp_path / "loop.mrec") == tree_hash(tmp_path / "batch.mrec")
@@ -209,9 +214,9 @@ def test_extend_after_a_step_gap_and_reopen(tmp_path):
         with TrajectoryWriter.create(p, schema(), flush_every=6, durable=False) as w:
             w.append(frames[0], step=0)
             w.append(frames[1], step=10)
-            (w.extend(frames[2:20]) if m == "batch" else [w.append(f) for f in frames[2:20]])
+            (w.extend(frames[2:20]) if m == "batch" else [w._append_checked(f) for f in frames[2:20]])
         with TrajectoryWriter.open(p, flush_every=6, durable=False) as w:
-            (w.extend(frames[20:]) if m == "batch" else [w.append(f) for f in frames[20:]])
+            (w.extend(frames[20:]) if m == "batch" else [w._append_checked(f) for f in frames[20:]])
     assert tree_hash(tmp_path / "loop.mrec") == tree_hash(tmp_path / "batch.mrec")
     assert list(mrec.TrajectoryReader(tmp_path / "batch.mrec").steps) == [0, 10] + list(range(11, 49))
 
@@ -260,7 +265,7 @@ def test_extend_refuses_frames_unaligned_with_the_system_block(tmp_path):
         try:
             if m == "loop":
                 for f in frames:
-                    w.append(f)
+                    w._append_checked(f)
             else:
                 w.extend(frames)
         except RefusalError as e:
@@ -277,7 +282,7 @@ def test_extend_with_meta_keys_or_times_takes_append(tmp_path):
     frames = walk(10)
     for m in ("loop", "batch"):
         w = TrajectoryWriter.create(tmp_path / f"{m}.mrec", schema(meta=True), flush_every=3, durable=False)
-        (w.extend(frames) if m == "batch" else [w.append(f) for f in frames])
+        (w.extend(frames) if m == "batch" else [w._append_checked(f) for f in frames])
         w.close()
     assert tree_hash(tmp_path / "loop.mrec") == tree_hash(tmp_path / "batch.mrec")
     w = TrajectoryWriter.create(tmp_path / "t.mrec", schema(), durable=False)

@@ -40,6 +40,12 @@ from .trajectory_read import LOCK_NAME, TRAJ, load_layout, refuse, tag_layout, T
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
 
+_ONE_TRUE, _ONE_FALSE = np.ones(1, bool), np.zeros(1, bool)
+_K0, _K_NONE = np.zeros(1, np.int64), np.zeros(0, np.int64)
+for _a in (_ONE_TRUE, _ONE_FALSE, _K0, _K_NONE):
+    _a.flags.writeable = False
+
+
 def _bits_equal(a: float, b: float) -> bool:
     return struct.pack("<d", a) == struct.pack("<d", b)
 
@@ -710,7 +716,16 @@ class TrajectoryWriter:
         return box
 
     def append(self, frame, step=None, time=None) -> None:
-        """Validate and buffer one frame (step defaults to last + 1, from 0)."""
+        """Validate and buffer one frame (step defaults to last + 1, from 0).
+
+        A regular frame with the default step and no time takes the batch path of :meth:`extend`
+        (a run of one frame); the store is the same (``spec_tests/test_extend.py``)."""
+        if step is None and time is None and self._extend_run((frame,), 0):
+            return
+        self._append_checked(frame, step, time)
+
+    def _append_checked(self, frame, step=None, time=None) -> None:
+        """The general append: the frame built and validated as a :class:`Frame`, then planned."""
         self._check_open()
         f = frame if isinstance(frame, Frame) else self.schema.frame(frame)   # int lists take declared dtypes
         self.schema.check_frame(f)
@@ -776,7 +791,7 @@ class TrajectoryWriter:
                 if n:
                     pos += n
                 else:
-                    self.append(batch[pos])
+                    self._append_checked(batch[pos])
                     pos += 1
 
     def _fast_spec(self):
@@ -801,7 +816,11 @@ class TrajectoryWriter:
                     cols.append((c, numpy_dtype(cd.dtype), tuple(cd.trailing), cd.precision, cd.nullable))
                 if cols:
                     fixed = math.prod(decl.structural_shape) if decl.structural_shape is not None else None
-                    spec[name] = (fixed, cols)
+                    groups: dict = {}
+                    for c, dt, tr, p, _n in cols:
+                        groups.setdefault((p, tr) if p is not None else (None, c), []).append(c)
+                    nullable = [c for c, *_rest, n in cols if n]
+                    spec[name] = (fixed, cols, [(k[0], g) for k, g in groups.items()], nullable)
         self._fast_spec_cache = spec
         return spec
 
@@ -828,7 +847,7 @@ class TrajectoryWriter:
             s = spec.get(name) if type(name) is str else None
             if s is None or type(given) is not dict:
                 return None
-            fixed, cols = s
+            fixed, cols = s[0], s[1]
             if len(given) != len(cols):
                 return None
             rows = -1
@@ -877,19 +896,26 @@ class TrajectoryWriter:
         cut = F
         for name, rows in sig:
             bs = self.blocks[name]
-            cols = spec[name][1]
             values, masks = {}, {}
-            for c, _dt, _tr, p, nullable in cols:
-                v = np.stack([blk[name][c] for blk in run]) if F > 1 else run[0][name][c][None]
+            for p, group in spec[name][2]:
+                # the columns of one precision (and trailing shape) are stacked and rounded in one call
+                if len(group) == 1 and F == 1:
+                    v = run[0][name][group[0]][None]
+                else:
+                    v = np.stack([blk[name][c] for c in group for blk in run])
                 if p is not None:
                     v = round_to_precision(v, p)
-                values[c] = np.ascontiguousarray(v)
-                if nullable:
-                    masks[c] = np.ones((F, rows), bool)
-            upd = np.empty(F, bool)
-            upd[0] = bs.differs(rows, {c: v[0] for c, v in values.items()}, {c: m[0] for c, m in masks.items()})
-            if F > 1:
-                upd[1:] = False
+                v = v.reshape(len(group), F, *v.shape[1:])
+                for g, c in enumerate(group):
+                    values[c] = np.ascontiguousarray(v[g])
+            for c in spec[name][3]:
+                masks[c] = np.ones((F, rows), bool)
+            first = bs.differs(rows, {c: v[0] for c, v in values.items()}, {c: m[0] for c, m in masks.items()})
+            if F == 1:
+                upd = _ONE_TRUE if first else _ONE_FALSE
+            else:
+                upd = np.zeros(F, bool)
+                upd[0] = first
                 for v in values.values():
                     flat = v.reshape(F, -1)
                     flat = flat.view(np.uint64) if flat.dtype.itemsize == 8 else flat.view(np.uint8)
@@ -915,7 +941,11 @@ class TrajectoryWriter:
         # ---- apply: nothing below refuses ----
         i0 = self.nframes
         for bs, rows, values, masks, upd in plans:
-            self._add_updates(bs, i0, rows, values, masks, np.flatnonzero(upd[:F]))
+            if F == 1:
+                ks = _K0 if upd[0] else _K_NONE
+            else:
+                ks = np.flatnonzero(upd[:F])
+            self._add_updates(bs, i0, rows, values, masks, ks)
         self._add_steps(first_step, F)
         if self.has_time is None:
             self.has_time = False
@@ -952,8 +982,12 @@ class TrajectoryWriter:
             for c, m in masks.items():
                 bs.masks[c].append(m[sel].reshape(cnt * rows))
             last = int(ks[-1])
-            lv = {c: v[last].copy() for c, v in values.items()}
-            lm = {c: m[last].copy() for c, m in masks.items()}
+            if len(ks) > 1:        # the latest rows, not a view holding the run's stack alive
+                lv = {c: v[last].copy() for c, v in values.items()}
+                lm = {c: m[last].copy() for c, m in masks.items()}
+            else:
+                lv = {c: v[last] for c, v in values.items()}
+                lm = {c: m[last] for c, m in masks.items()}
             bs.n_updates += cnt
             bs.total_rows += cnt * rows
             bs.last = (rows, lv, lm)

@@ -64,7 +64,7 @@ def ions(draw, k=None):
 def frame(draw, prev):
     """Mostly frames the batch path takes (often repeating the previous block: carry-forward), some it
     hands to append (masks, box, lists, Frame objects, zero rows), some append refuses."""
-    kind = draw(st.sampled_from(["regular"] * 16 + ["repeat", "atoms", "ions", "frame", "masked", "box", "lists",
+    kind = draw(st.sampled_from(["regular"] * 16 + ["box"] * 6 + ["repeat", "atoms", "ions", "frame", "masked", "box", "lists",
                                                    "zero", "bad_col", "bad_dtype", "bad_rows", "bad_block",
                                                    "bad_trailing", "meta"]))
     blocks = {"atoms": draw(atoms()), "ions": draw(ions())}
@@ -80,7 +80,24 @@ def frame(draw, prev):
         k = len(blocks["ions"]["q"])
         return {"blocks": blocks, "masks": {"ions": {"q": np.array([False] + [True] * (k - 1))}}}
     if kind == "box":
-        return {"blocks": blocks, "box": mrec.Box(np.eye(3) * 4.0)}
+        box = draw(st.sampled_from(["same", "same", "same", "diag", "undefined", "list", "mapping", "bad", "none"]))
+        if box == "same":
+            box = mrec.Box(np.eye(3) * 4.0)
+        elif box == "diag":
+            box = mrec.Box(np.diag(draw(floats(3))), origin=draw(floats(3)))
+        elif box == "undefined":
+            box = mrec.Box(defined=False)                           # a cell_defined change: refused
+        elif box == "list":
+            box = (np.eye(3) * 4.0).tolist()
+        elif box == "mapping":
+            box = {"vectors": np.eye(3) * 4.0, "boundary": np.array([True, True, False])}
+        elif box == "bad":
+            box = np.zeros((2, 2))                                  # bad_box
+        else:
+            box = None
+        if not isinstance(box, np.ndarray) and draw(st.booleans()):
+            return mrec.Frame(blocks=blocks, box=box)
+        return {"blocks": blocks, "box": box}
     if kind == "lists":
         return {"blocks": {"atoms": {c: v.tolist() for c, v in blocks["atoms"].items()}}}
     if kind == "zero":
@@ -300,3 +317,22 @@ def test_extend_on_a_closed_writer_refuses(tmp_path):
     with pytest.raises(RefusalError) as e:
         w.extend(walk(2))
     assert e.value.kind == "closed"
+
+
+@pytest.mark.parametrize("cells", ["constant", "npt", "from_frame_3"])
+def test_extend_with_a_cell_per_frame(tmp_path, cells):
+    """Frames carrying a box take the batch path; the cell is change-detected frame by frame."""
+    frames = walk(30)
+    for i, f in enumerate(frames):
+        if cells == "constant":
+            f["box"] = mrec.Box(np.eye(3) * 40.0)
+        elif cells == "npt":
+            f["box"] = np.eye(3) * (40.0 + 0.01 * i)                # a 3x3 array: Box.from_any
+        elif i >= 3:
+            f["box"] = {"vectors": np.eye(3) * 40.0, "origin": np.array([-0.0, 0.0, 0.0])}
+    for m in ("loop", "batch"):
+        with TrajectoryWriter.create(tmp_path / f"{m}.mrec", schema(), flush_every=7, durable=False) as w:
+            (w.extend(frames) if m == "batch" else [w._append_checked(f) for f in frames])
+    assert tree_hash(tmp_path / "loop.mrec") == tree_hash(tmp_path / "batch.mrec")
+    r = mrec.TrajectoryReader(tmp_path / "batch.mrec")
+    assert r.box_at(29) == mrec.Box.from_any(frames[29]["box"])

@@ -769,10 +769,11 @@ class TrajectoryWriter:
         The store, the automatic flush points and every refusal are those of the loop.  Runs of
         *regular* frames (plain ``{"blocks": ...}`` dicts, a dict of blocks or :class:`Frame` objects
         with numpy columns of exactly the declared dtype and trailing shape, the same blocks and row
-        counts in each frame, no masks / box / meta / precision / block attributes, default steps) are
+        counts in each frame, no masks / meta / precision / block attributes, default steps) are
         validated, rounded and change-detected as ``(frames, rows)`` stacks and fed to each array once
-        per run; a schema with meta keys, ``aligned_with`` or ``targets``, a writer with times, and any
-        other frame take :meth:`append` itself.
+        per run (a cell, ``"box"``, is built and change-detected frame by frame as append does); a
+        schema with meta keys, ``aligned_with`` or ``targets``, a writer with times, and any other frame
+        take :meth:`append` itself.
 
         Not atomic, like the loop: a frame that :meth:`append` refuses raises the same
         :class:`RefusalError` (the refused frame itself always goes through :meth:`append`); the frames
@@ -826,15 +827,19 @@ class TrajectoryWriter:
 
     @staticmethod
     def _fast_blocks(fr, spec):
-        """The blocks of ``fr`` and their (name, rows) signature when the batch path can take it, else None."""
+        """(blocks, their (name, rows) signature, the cell as given or None) of ``fr`` when the batch
+        path can take it, else None."""
+        box = None
         if isinstance(fr, Frame):
-            if fr.masks or fr.meta or fr.box is not None or fr.precision or fr.block_attrs:
+            if fr.masks or fr.meta or fr.precision or fr.block_attrs:
                 return None
-            blocks = fr.blocks
+            blocks, box = fr.blocks, fr.box
         elif type(fr) is dict:
             if "blocks" in fr:
                 if len(fr) != 1:
-                    return None
+                    if len(fr) != 2 or "box" not in fr:
+                        return None
+                    box = fr["box"]
                 blocks = fr["blocks"]
                 if type(blocks) is not dict:
                     return None
@@ -864,7 +869,7 @@ class TrajectoryWriter:
             sig.append((name, rows))
         if not sig:
             return None
-        return blocks, tuple(sig)
+        return blocks, tuple(sig), box
 
     def _extend_run(self, batch: list, pos: int) -> int:
         """Append the longest run of regular frames from batch[pos] up to the next automatic flush,
@@ -883,17 +888,43 @@ class TrajectoryWriter:
         head = self._fast_blocks(batch[pos], spec)
         if head is None:
             return 0
-        blocks0, sig = head
-        run = [blocks0]
+        blocks0, sig, box0 = head
+        run, boxes = [blocks0], [box0]
         for k in range(pos + 1, end):
             b = self._fast_blocks(batch[k], spec)
             if b is None or b[1] != sig:
                 break
             run.append(b[0])
+            boxes.append(b[2])
         F = len(run)
+        # ---- the cells: built and change-detected as _plan_box would, frame after frame ----
+        box_updates = []
+        cut = F
+        bx = self.box
+        defined, last_box = bx.defined, bx.last
+        for k, raw in enumerate(boxes):
+            if raw is None:
+                continue
+            try:
+                box = raw if isinstance(raw, Box) else Box.from_any(raw)
+            except Exception:          # a malformed cell: append builds and refuses it
+                cut = k
+                break
+            if defined is not None and defined != box.defined:
+                cut = k                # append refuses the cell_defined change
+                break
+            if last_box is not None and _box_equal(last_box, box):
+                continue
+            box_updates.append((k, box))
+            if defined is None:
+                defined = box.defined
+            last_box = box
+        if cut == 0:
+            return 0
+        if cut < F:
+            run, F = run[:cut], cut
         # ---- plan: stacks, rounding, change detection, the system/ alignment (nothing changes yet) ----
         plans = []
-        cut = F
         for name, rows in sig:
             bs = self.blocks[name]
             values, masks = {}, {}
@@ -946,6 +977,10 @@ class TrajectoryWriter:
             else:
                 ks = np.flatnonzero(upd[:F])
             self._add_updates(bs, i0, rows, values, masks, ks)
+        for k, box in box_updates:
+            if k >= F:
+                break
+            self._add_box(box, i0 + k)
         self._add_steps(first_step, F)
         if self.has_time is None:
             self.has_time = False

@@ -871,6 +871,38 @@ class TrajectoryWriter:
             return None
         return blocks, tuple(sig), box
 
+    @staticmethod
+    def _same_structure(fr, tmpl):
+        """(blocks, cell or None) of ``fr`` when it has exactly the blocks, columns, dtypes and shapes
+        of ``tmpl`` (what :meth:`_fast_blocks` accepted for the run's first frame), else None."""
+        box = None
+        if type(fr) is dict:
+            if "blocks" in fr:
+                if len(fr) != 1:
+                    if len(fr) != 2 or "box" not in fr:
+                        return None
+                    box = fr["box"]
+                blocks = fr["blocks"]
+            else:
+                blocks = fr
+        elif isinstance(fr, Frame):
+            if fr.masks or fr.meta or fr.precision or fr.block_attrs:
+                return None
+            blocks, box = fr.blocks, fr.box
+        else:
+            return None
+        if type(blocks) is not dict or len(blocks) != len(tmpl):
+            return None
+        for name, ncols, cols in tmpl:
+            given = blocks.get(name)
+            if type(given) is not dict or len(given) != ncols:
+                return None
+            for c, dt, shape in cols:
+                a = given.get(c)
+                if type(a) is not np.ndarray or a.shape != shape or (a.dtype is not dt and a.dtype != dt):
+                    return None
+        return blocks, box
+
     def _extend_run(self, batch: list, pos: int) -> int:
         """Append the longest run of regular frames from batch[pos] up to the next automatic flush,
         exactly as :meth:`append` one by one would; the number taken (0: batch[pos] goes to append)."""
@@ -890,12 +922,15 @@ class TrajectoryWriter:
             return 0
         blocks0, sig, box0 = head
         run, boxes = [blocks0], [box0]
+        # the next frames must have the head's exact structure: one shape comparison per column
+        tmpl = [(name, len(spec[name][1]), [(c, dt, (rows, *tr)) for c, dt, tr, _p, _n in spec[name][1]])
+                for name, rows in sig]
         for k in range(pos + 1, end):
-            b = self._fast_blocks(batch[k], spec)
-            if b is None or b[1] != sig:
+            b = self._same_structure(batch[k], tmpl)
+            if b is None:
                 break
             run.append(b[0])
-            boxes.append(b[2])
+            boxes.append(b[1])
         F = len(run)
         # ---- the cells: built and change-detected as _plan_box would, frame after frame ----
         box_updates = []

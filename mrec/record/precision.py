@@ -95,9 +95,17 @@ def round_to_precision(values: Any, p: Any, what: str = "column") -> np.ndarray:
         np.multiply(r, q, out=r)
     if keep.any():
         np.copyto(r, a, where=keep)
-    if r.dtype.byteorder == a.dtype.byteorder and r.tobytes() == a.tobytes():   # bit for bit, C order
+    if r.dtype.byteorder == a.dtype.byteorder and _same_bytes(r, a):   # bit for bit, C order
         return a
     return r
+
+
+def _same_bytes(r: np.ndarray, a: np.ndarray) -> bool:
+    """r.tobytes() == a.tobytes() for a fresh C-order r; large C-contiguous inputs are compared in
+    place (two copies of a batch of frames cost more than the rounding)."""
+    if a.size > 4096 and a.flags.c_contiguous:
+        return memoryview(r).cast("B") == memoryview(a).cast("B")
+    return r.tobytes() == a.tobytes()
 
 
 def off_grid(values: Any, p: Any, validity: Any = None, what: str = "column") -> np.ndarray:

@@ -19,6 +19,7 @@ ahead of the document's bytes, even on a file system that does not order them
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import posixpath
@@ -42,6 +43,12 @@ from .schema import ABSENT, SequenceSchema
 from .trajectory_read import LOCK_NAME, TRAJ, load_layout, refuse, tag_layout, TrajectoryReader
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+
+
+_ONE_TRUE, _ONE_FALSE = np.ones(1, bool), np.zeros(1, bool)
+_K0, _K_NONE = np.zeros(1, np.int64), np.zeros(0, np.int64)
+for _a in (_ONE_TRUE, _ONE_FALSE, _K0, _K_NONE):
+    _a.flags.writeable = False
 
 
 def _bits_equal(a: float, b: float) -> bool:
@@ -722,7 +729,16 @@ class TrajectoryWriter:
         return box
 
     def append(self, frame, step=None, time=None) -> None:
-        """Validate and buffer one frame (step defaults to last + 1, from 0)."""
+        """Validate and buffer one frame (step defaults to last + 1, from 0).
+
+        A regular frame with the default step and no time takes the batch path of :meth:`extend`
+        (a run of one frame); the store is the same (``spec_tests/test_extend.py``)."""
+        if step is None and time is None and self._extend_run((frame,), 0):
+            return
+        self._append_checked(frame, step, time)
+
+    def _append_checked(self, frame, step=None, time=None) -> None:
+        """The general append: the frame built and validated as a :class:`Frame`, then planned."""
         self._check_open()
         f = frame if isinstance(frame, Frame) else self.schema.frame(frame)   # int lists take declared dtypes
         self.schema.check_frame(f)
@@ -756,9 +772,324 @@ class TrajectoryWriter:
         if self.nframes - self.committed >= self.flush_every:
             self._commit(durable=self.durable_auto)
 
+    # -- batch append ---------------------------------------------------------------------------
+    #: frames taken from ``extend``'s iterable at a time (bounds the stacked copies of one run)
+    EXTEND_WINDOW = 4096
+
     def extend(self, frames) -> None:
-        for fr in frames:
-            self.append(fr)
+        """Append many frames: exactly ``for f in frames: self.append(f)``, at per-batch cost where it can.
+
+        The store, the automatic flush points and every refusal are those of the loop.  Runs of
+        *regular* frames (plain ``{"blocks": ...}`` dicts, a dict of blocks or :class:`Frame` objects
+        with numpy columns of exactly the declared dtype and trailing shape, the same blocks and row
+        counts in each frame, no masks / meta / precision / block attributes, default steps) are
+        validated, rounded and change-detected as ``(frames, rows)`` stacks and fed to each array once
+        per run (a cell, ``"box"``, is built and change-detected frame by frame as append does); a
+        schema with meta keys, ``aligned_with`` or ``targets``, a writer with times, and any other frame
+        take :meth:`append` itself.
+
+        Not atomic, like the loop: a frame that :meth:`append` refuses raises the same
+        :class:`RefusalError` (the refused frame itself always goes through :meth:`append`); the frames
+        before it stay appended (and automatically flushed where the loop would have flushed), the
+        refused frame and the rest are not.  Frames are taken from the iterable
+        :attr:`EXTEND_WINDOW` at a time, so a refusal may leave some frames after it consumed.
+        """
+        it = iter(frames)
+        while True:
+            batch = list(itertools.islice(it, self.EXTEND_WINDOW))
+            if not batch:
+                return
+            pos = 0
+            while pos < len(batch):
+                n = self._extend_run(batch, pos)
+                if n:
+                    pos += n
+                else:
+                    self._append_checked(batch[pos])
+                    pos += 1
+
+    def _fast_spec(self):
+        """block -> (rows fixed by structural_shape or None, [(column, numpy dtype, trailing, precision,
+        nullable)]) for blocks the batch path can take; None when the schema rules the batch path out."""
+        spec = self.__dict__.get("_fast_spec_cache", False)
+        if spec is not False:
+            return spec
+        spec = {}
+        if self.schema.meta:
+            spec = None
+        else:
+            for name, decl in self.schema.blocks.items():
+                if decl.aligned_with is not None or decl.targets:
+                    spec = None
+                    break
+                cols = []
+                for c, cd in decl.columns.items():
+                    if cd.dtype == "string" or 0 in cd.trailing:
+                        cols = None
+                        break
+                    cols.append((c, numpy_dtype(cd.dtype), tuple(cd.trailing), cd.precision, cd.nullable))
+                if cols:
+                    fixed = math.prod(decl.structural_shape) if decl.structural_shape is not None else None
+                    groups: dict = {}
+                    for c, dt, tr, p, _n in cols:
+                        groups.setdefault((p, tr) if p is not None else (None, c), []).append(c)
+                    nullable = [c for c, *_rest, n in cols if n]
+                    spec[name] = (fixed, cols, [(k[0], g) for k, g in groups.items()], nullable)
+        self._fast_spec_cache = spec
+        return spec
+
+    @staticmethod
+    def _fast_blocks(fr, spec):
+        """(blocks, their (name, rows) signature, the cell as given or None) of ``fr`` when the batch
+        path can take it, else None."""
+        box = None
+        if isinstance(fr, Frame):
+            if fr.masks or fr.meta or fr.precision or fr.block_attrs:
+                return None
+            blocks, box = fr.blocks, fr.box
+        elif type(fr) is dict:
+            if "blocks" in fr:
+                if len(fr) != 1:
+                    if len(fr) != 2 or "box" not in fr:
+                        return None
+                    box = fr["box"]
+                blocks = fr["blocks"]
+                if type(blocks) is not dict:
+                    return None
+            else:
+                blocks = fr
+        else:
+            return None
+        sig = []
+        for name, given in blocks.items():
+            s = spec.get(name) if type(name) is str else None
+            if s is None or type(given) is not dict:
+                return None
+            fixed, cols = s[0], s[1]
+            if len(given) != len(cols):
+                return None
+            rows = -1
+            for c, dt, trailing, _p, _n in cols:
+                a = given.get(c)
+                if type(a) is not np.ndarray or a.dtype != dt or a.shape[1:] != trailing or a.ndim != 1 + len(trailing):
+                    return None
+                if rows < 0:
+                    rows = a.shape[0]
+                elif a.shape[0] != rows:
+                    return None
+            if rows <= 0 or (fixed is not None and rows != fixed):
+                return None
+            sig.append((name, rows))
+        if not sig:
+            return None
+        return blocks, tuple(sig), box
+
+    @staticmethod
+    def _same_structure(fr, tmpl):
+        """(blocks, cell or None) of ``fr`` when it has exactly the blocks, columns, dtypes and shapes
+        of ``tmpl`` (what :meth:`_fast_blocks` accepted for the run's first frame), else None."""
+        box = None
+        if type(fr) is dict:
+            if "blocks" in fr:
+                if len(fr) != 1:
+                    if len(fr) != 2 or "box" not in fr:
+                        return None
+                    box = fr["box"]
+                blocks = fr["blocks"]
+            else:
+                blocks = fr
+        elif isinstance(fr, Frame):
+            if fr.masks or fr.meta or fr.precision or fr.block_attrs:
+                return None
+            blocks, box = fr.blocks, fr.box
+        else:
+            return None
+        if type(blocks) is not dict or len(blocks) != len(tmpl):
+            return None
+        for name, ncols, cols in tmpl:
+            given = blocks.get(name)
+            if type(given) is not dict or len(given) != ncols:
+                return None
+            for c, dt, shape in cols:
+                a = given.get(c)
+                if type(a) is not np.ndarray or a.shape != shape or (a.dtype is not dt and a.dtype != dt):
+                    return None
+        return blocks, box
+
+    def _extend_run(self, batch: list, pos: int) -> int:
+        """Append the longest run of regular frames from batch[pos] up to the next automatic flush,
+        exactly as :meth:`append` one by one would; the number taken (0: batch[pos] goes to append)."""
+        if self.closed or self.has_time:
+            return 0
+        spec = self._fast_spec()
+        if spec is None:
+            return 0
+        room = self.flush_every - (self.nframes - self.committed)
+        last = self.step.last
+        first_step = 0 if last is None else last + 1
+        end = min(len(batch), pos + max(1, room), pos + max(0, I64_MAX - first_step + 1))
+        if end <= pos:
+            return 0
+        head = self._fast_blocks(batch[pos], spec)
+        if head is None:
+            return 0
+        blocks0, sig, box0 = head
+        run, boxes = [blocks0], [box0]
+        # the next frames must have the head's exact structure: one shape comparison per column
+        tmpl = [(name, len(spec[name][1]), [(c, dt, (rows, *tr)) for c, dt, tr, _p, _n in spec[name][1]])
+                for name, rows in sig]
+        for k in range(pos + 1, end):
+            b = self._same_structure(batch[k], tmpl)
+            if b is None:
+                break
+            run.append(b[0])
+            boxes.append(b[1])
+        F = len(run)
+        # ---- the cells: built and change-detected as _plan_box would, frame after frame ----
+        box_updates = []
+        cut = F
+        bx = self.box
+        defined, last_box = bx.defined, bx.last
+        for k, raw in enumerate(boxes):
+            if raw is None:
+                continue
+            try:
+                box = raw if isinstance(raw, Box) else Box.from_any(raw)
+            except Exception:          # a malformed cell: append builds and refuses it
+                cut = k
+                break
+            if defined is not None and defined != box.defined:
+                cut = k                # append refuses the cell_defined change
+                break
+            if last_box is not None and _box_equal(last_box, box):
+                continue
+            box_updates.append((k, box))
+            if defined is None:
+                defined = box.defined
+            last_box = box
+        if cut == 0:
+            return 0
+        if cut < F:
+            run, F = run[:cut], cut
+        # ---- plan: stacks, rounding, change detection, the system/ alignment (nothing changes yet) ----
+        plans = []
+        for name, rows in sig:
+            bs = self.blocks[name]
+            values, masks = {}, {}
+            for p, group in spec[name][2]:
+                # the columns of one precision (and trailing shape) are stacked and rounded in one call
+                if len(group) == 1 and F == 1:
+                    v = run[0][name][group[0]][None]
+                else:
+                    v = np.stack([blk[name][c] for c in group for blk in run])
+                if p is not None:
+                    v = round_to_precision(v, p)
+                v = v.reshape(len(group), F, *v.shape[1:])
+                for g, c in enumerate(group):
+                    values[c] = np.ascontiguousarray(v[g])
+            for c in spec[name][3]:
+                masks[c] = np.ones((F, rows), bool)
+            first = bs.differs(rows, {c: v[0] for c, v in values.items()}, {c: m[0] for c, m in masks.items()})
+            if F == 1:
+                upd = _ONE_TRUE if first else _ONE_FALSE
+            else:
+                upd = np.zeros(F, bool)
+                upd[0] = first
+                for v in values.values():
+                    flat = v.reshape(F, -1)
+                    flat = flat.view(np.uint64) if flat.dtype.itemsize == 8 else flat.view(np.uint8)
+                    upd[1:] |= (flat[1:] != flat[:-1]).any(axis=1)
+            if name in self.system:
+                n, ids = self.system[name]
+                bad = upd.copy() if rows != n else np.zeros(F, bool)
+                if ids is not None and "id" in values and rows == n:
+                    ids = np.asarray(ids)
+                    v = values["id"]
+                    if v.dtype != ids.dtype or v.shape[1:] != ids.shape:
+                        same = np.zeros(F, bool)
+                    else:
+                        want = np.ascontiguousarray(ids).reshape(1, -1).view(np.uint8)
+                        same = (v.reshape(F, -1).view(np.uint8) == want).all(axis=1)
+                    bad = upd & ~same
+                if bad.any():
+                    cut = min(cut, int(np.argmax(bad)))
+            plans.append((bs, rows, values, masks, upd))
+        if cut == 0:
+            return 0                   # the first frame is refused: append raises it
+        F = cut
+        # ---- apply: nothing below refuses ----
+        i0 = self.nframes
+        for bs, rows, values, masks, upd in plans:
+            if F == 1:
+                ks = _K0 if upd[0] else _K_NONE
+            else:
+                ks = np.flatnonzero(upd[:F])
+            self._add_updates(bs, i0, rows, values, masks, ks)
+        for k, box in box_updates:
+            if k >= F:
+                break
+            self._add_box(box, i0 + k)
+        self._add_steps(first_step, F)
+        if self.has_time is None:
+            self.has_time = False
+        self.nframes += F
+        if self.nframes - self.committed >= self.flush_every:
+            self._commit(durable=self.durable_auto)
+        return F
+
+    def _add_updates(self, bs: _BlockState, i0: int, rows: int, values: dict, masks: dict, ks) -> None:
+        """_add_update for the run's updates at frames i0 + ks, the contiguous regular / indexed tail at once."""
+        u = 0
+        n = len(ks)
+        while u < n:
+            k0 = int(ks[u])
+            contiguous = int(ks[-1]) - k0 == n - 1 - u
+            if bs.n_updates and bs.regular and rows == bs.uniform and contiguous and i0 + k0 == bs.n_updates:
+                sel = slice(k0, int(ks[-1]) + 1)
+                frames = None
+            elif bs.si is not None and not bs.regular:
+                sel = ks[u:]
+                frames = i0 + sel
+            else:
+                k = k0
+                self._add_update(bs, i0 + k, rows, {c: v[k] for c, v in values.items()},
+                                 {c: m[k] for c, m in masks.items()})
+                u += 1
+                continue
+            cnt = n - u
+            if frames is not None:
+                bs.si.append(frames.astype(np.uint64))
+                bs.off.append(np.uint64(bs.total_rows) + np.arange(1, cnt + 1, dtype=np.uint64) * np.uint64(rows))
+            for c, v in values.items():
+                bs.cols[c].append(v[sel].reshape(cnt * rows, *v.shape[2:]))
+            for c, m in masks.items():
+                bs.masks[c].append(m[sel].reshape(cnt * rows))
+            last = int(ks[-1])
+            if len(ks) > 1:        # the latest rows, not a view holding the run's stack alive
+                lv = {c: v[last].copy() for c, v in values.items()}
+                lm = {c: m[last].copy() for c, m in masks.items()}
+            else:
+                lv = {c: v[last] for c, v in values.items()}
+                lm = {c: m[last] for c, m in masks.items()}
+            bs.n_updates += cnt
+            bs.total_rows += cnt * rows
+            bs.last = (rows, lv, lm)
+            bs.target_max = self._target_max(bs.decl, lv, lm)
+            return
+
+    def _add_steps(self, first: int, count: int) -> None:
+        """_add_series of the default steps first .. first + count - 1."""
+        s = self.step
+        k = 0
+        while k < count and s.array is None and not (s.n >= 2 and s.stride == 1):
+            self._add_series(s, first + k, "step", "i64")
+            k += 1
+        if k == count:
+            return
+        if s.array is not None:
+            s.array.append(np.arange(first + k, first + count, dtype=np.int64))
+        s.n += count - k
+        s.last = first + count - 1
 
     # -- state changes --------------------------------------------------------------------------
     def _new_dense(self, path: str, dtype: str, trailing=()) -> _Writer:

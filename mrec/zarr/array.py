@@ -728,6 +728,7 @@ class ShardedAppender:
             items = []                    # (coord, inner chunk array, label): encoded together below
             start_pos = pos
             last_inner = -(-(min(end_row, s_lo + self.shard_rows) - s_lo) // ir)
+            where = self.array.store.describe(key)
             for i0 in range(first_inner // ir, last_inner):
                 r0 = s_lo + i0 * ir
                 rows = data[r0 - base:min(r0 + ir, end_row) - base]
@@ -742,7 +743,7 @@ class ShardedAppender:
                         full[tuple(slice(0, d) for d in sub.shape)] = sub
                         sub = full
                     coord = (i0, *it)
-                    items.append((coord, sub, f"{self.array.store.describe(key)} inner chunk {list(coord)}"))
+                    items.append((coord, sub, f"{where} inner chunk {list(coord)}"))
 
             def encode(item, sh=sh, m=m):
                 return sh.codecs.encode(item[1], ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, item[2]))

@@ -5,9 +5,6 @@ refusal; the frames before a refused frame stay appended, as in the loop ``for f
 """
 from __future__ import annotations
 
-import hashlib
-import os
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -20,13 +17,7 @@ from mrec.record.trajectory_write import TrajectoryWriter
 SPECIAL = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-300, -1e300, 0.0015, 2.5e-4]
 
 
-def tree_hash(root) -> dict:
-    out = {}
-    for d, _, files in os.walk(root):
-        for f in files:
-            p = os.path.join(d, f)
-            out[os.path.relpath(p, root)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
-    return out
+from test_traj_engine import tree_hash  # noqa: E402  (spec_tests is on sys.path under pytest)
 
 
 def schema(meta: bool = False):

@@ -842,24 +842,10 @@ class TrajectoryWriter:
     def _fast_blocks(fr, spec):
         """(blocks, their (name, rows) signature, the cell as given or None) of ``fr`` when the batch
         path can take it, else None."""
-        box = None
-        if isinstance(fr, Frame):
-            if fr.masks or fr.meta or fr.precision or fr.block_attrs:
-                return None
-            blocks, box = fr.blocks, fr.box
-        elif type(fr) is dict:
-            if "blocks" in fr:
-                if len(fr) != 1:
-                    if len(fr) != 2 or "box" not in fr:
-                        return None
-                    box = fr["box"]
-                blocks = fr["blocks"]
-                if type(blocks) is not dict:
-                    return None
-            else:
-                blocks = fr
-        else:
+        parts = _plain_parts(fr)
+        if parts is None:
             return None
+        blocks, box = parts
         sig = []
         for name, given in blocks.items():
             s = spec.get(name) if type(name) is str else None
@@ -888,23 +874,11 @@ class TrajectoryWriter:
     def _same_structure(fr, tmpl):
         """(blocks, cell or None) of ``fr`` when it has exactly the blocks, columns, dtypes and shapes
         of ``tmpl`` (what :meth:`_fast_blocks` accepted for the run's first frame), else None."""
-        box = None
-        if type(fr) is dict:
-            if "blocks" in fr:
-                if len(fr) != 1:
-                    if len(fr) != 2 or "box" not in fr:
-                        return None
-                    box = fr["box"]
-                blocks = fr["blocks"]
-            else:
-                blocks = fr
-        elif isinstance(fr, Frame):
-            if fr.masks or fr.meta or fr.precision or fr.block_attrs:
-                return None
-            blocks, box = fr.blocks, fr.box
-        else:
+        parts = _plain_parts(fr)
+        if parts is None:
             return None
-        if type(blocks) is not dict or len(blocks) != len(tmpl):
+        blocks, box = parts
+        if len(blocks) != len(tmpl):
             return None
         for name, ncols, cols in tmpl:
             given = blocks.get(name)
@@ -1330,6 +1304,28 @@ class TrajectoryWriter:
     @property
     def path(self) -> str:
         return self.store.root
+
+
+def _plain_parts(fr):
+    """(blocks, the cell as given or None) of a frame holding nothing but blocks and a box (a
+    ``Frame``, ``{"blocks": ..., "box": ...}`` or a bare blocks dict), else None."""
+    box = None
+    if type(fr) is dict:
+        if "blocks" in fr:
+            if len(fr) != 1:
+                if len(fr) != 2 or "box" not in fr:
+                    return None
+                box = fr["box"]
+            blocks = fr["blocks"]
+        else:
+            blocks = fr
+    elif isinstance(fr, Frame):
+        if fr.masks or fr.meta or fr.precision or fr.block_attrs:
+            return None
+        blocks, box = fr.blocks, fr.box
+    else:
+        return None
+    return (blocks, box) if type(blocks) is dict else None
 
 
 def read_arr(store, path) -> Array | None:

@@ -9,7 +9,20 @@ from numcodecs import Shuffle as _NumcodecsShuffle
 from ...errors import CorruptionError, MetadataError
 from .base import BytesBytesCodec
 
+try:        # numcodecs' C loops themselves: its Shuffle wraps them in buffer checks and a zeroed output
+    from numcodecs._shuffle import _doShuffle, _doUnshuffle
+except ImportError:            # pragma: no cover - a numcodecs without the module: its codec then
+    _doShuffle = _doUnshuffle = None
+
 _native: dict[int, _NumcodecsShuffle] = {}
+
+
+def _c_loop(fn, data, n: int):
+    """``fn`` (numcodecs' C shuffle or unshuffle) over whole elements into a fresh uint8 array."""
+    src = np.frombuffer(data, dtype=np.uint8)
+    out = np.empty(len(src), dtype=np.uint8)
+    fn(src, out, n)
+    return out
 
 
 def native(n: int) -> _NumcodecsShuffle:
@@ -35,7 +48,7 @@ def shuffle_bytes(data: bytes, n: int) -> bytes:
         return bytes(data)
     codec = _whole(data, n)
     if codec is not None:
-        return bytes(codec.encode(data))
+        return _c_loop(_doShuffle, data, n).tobytes() if _doShuffle else bytes(codec.encode(data))
     a = np.frombuffer(data, dtype=np.uint8)
     body = len(a) - len(a) % n
     out = np.empty_like(a)
@@ -49,7 +62,7 @@ def unshuffle_bytes(data: bytes, n: int) -> bytes:
         return bytes(data)
     codec = _whole(data, n)
     if codec is not None:
-        return bytes(codec.decode(data))
+        return _c_loop(_doUnshuffle, data, n).tobytes() if _doUnshuffle else bytes(codec.decode(data))
     a = np.frombuffer(data, dtype=np.uint8)
     body = len(a) - len(a) % n
     out = np.empty_like(a)
@@ -91,7 +104,7 @@ class ShuffleCodec(BytesBytesCodec):
         if n > 1 and len(data):
             codec = _whole(data, n)
             if codec is not None:
-                return memoryview(codec.decode(data))
+                return memoryview(_c_loop(_doUnshuffle, data, n) if _doUnshuffle else codec.decode(data))
         return unshuffle_bytes(data, n)
 
     def encoded_size(self, n):

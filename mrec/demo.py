@@ -106,7 +106,7 @@ def run_demo(out: str | os.PathLike | None = None, *, echo=print) -> Path:
         echo(f"system   {', '.join(f'{b}[{rec.system.counts[b]}]' for b in rec.system.blocks)}; "
              f"meta {_plain(rec.system.meta)}; status {rec.status['state']}; method {rec.method['description']}")
         echo(f"frames   {n}; steps {r.steps[0]}..{r.steps[-1]} every {r.steps[1] - r.steps[0]}; "
-             f"times {r.times[0]}..{r.times[-1]}")
+             f"times {r.times[0]:.6g}..{r.times[-1]:.6g}")
         echo(f"blocks   " + ", ".join(f"{b}({', '.join(d.columns)})" for b, d in r.schema.blocks.items()))
         echo(f"atoms    {x.shape[1]} per frame, x column {x.shape}, precision 1e-3 -> "
              f"{dir_bytes / (n * x.shape[1]):.1f} B/atom/frame for everything")

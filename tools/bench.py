@@ -764,6 +764,8 @@ def main(argv=None) -> None:
     ap.add_argument("--peer-frames", type=int, default=None, help="frames zarr-python writes (default all; it "
                     "rewrites the whole shard per landing, so its cost grows with the run)")
     ap.add_argument("--peer-read-frames", type=int, default=None, help="frames zarr-python reads one by one")
+    ap.add_argument("--dir", default=None, help="where the stores are written (default: the system temp "
+                    "directory); e.g. /dev/shm to take the file system's rename cost out of the writer rows")
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("throughput", help="write / read / random access, mrec vs ceiling and peers")
     t.add_argument("--workload", default="all", choices=["synthetic", "small", "large", "dcd", "xtc", "trr", "all"])
@@ -778,7 +780,7 @@ def main(argv=None) -> None:
     args.peer_read_frames = args.peer_read_frames or (300 if args.quick else 2000)
     warnings.simplefilter("ignore", DeprecationWarning)
     all_names = ["synthetic", "small", "large", "dcd", "xtc", "trr"]
-    work = Path(tempfile.mkdtemp(prefix="mrec-bench-"))
+    work = Path(tempfile.mkdtemp(prefix="mrec-bench-", dir=args.dir))
     t0 = time.perf_counter()
     print(f"mrec bench{' --quick' if args.quick else ''}: {args.cmd}; numpy {np.__version__}, "
           f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; data under {work}")

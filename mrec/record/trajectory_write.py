@@ -1188,14 +1188,13 @@ class TrajectoryWriter:
             if s.array is not None:
                 yield s.array
 
-    def _sync(self, data_keys: list[str], meta_keys: list[str], synced=frozenset()) -> set:
-        """fsync the files (but those in ``synced``, fsynced before their rename), then every
-        directory that holds them (deepest first) up to trajectory/."""
+    def _sync(self, data_keys: list[str], meta_keys: list[str]) -> set:
+        """fsync the files, then every directory that holds them (deepest first) up to
+        trajectory/; returns the directories synced."""
         st = self.store
         dirs: list[str] = []
         for k in data_keys + meta_keys:
-            if k not in synced:
-                st.fsync(k)
+            st.fsync(k)
             d = posixpath.dirname(k)
             while d not in dirs:
                 dirs.append(d)

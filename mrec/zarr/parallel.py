@@ -29,14 +29,22 @@ _pool_pid: int | None = None
 _cpus: int | None = None
 
 
-def threads() -> int:
-    global _cpus
-    raw = os.environ.get("MREC_THREADS")
+def _env_count(name: str) -> int | None:
+    """A positive count from the environment variable ``name`` (None when unset or not an integer)."""
+    raw = os.environ.get(name)
     if raw:
         try:
             return max(1, int(raw))
         except ValueError:
             pass
+    return None
+
+
+def threads() -> int:
+    global _cpus
+    n = _env_count("MREC_THREADS")
+    if n is not None:
+        return n
     if _cpus is None:                   # os.cpu_count() costs ~15 us: asked once
         _cpus = max(1, min(8, os.cpu_count() or 1))
     return _cpus
@@ -71,13 +79,7 @@ def read_threads() -> int:
 
     Off by default: on the project's shared 2-core machine they made a 50k-atom random read
     slower (numcodecs' unshuffle holds the GIL; see docs/performance.md)."""
-    raw = os.environ.get("MREC_READ_THREADS")
-    if raw:
-        try:
-            return max(1, int(raw))
-        except ValueError:
-            pass
-    return 1
+    return _env_count("MREC_READ_THREADS") or 1
 
 
 def _in_worker() -> bool:

@@ -59,6 +59,21 @@ def test_durable_always_fsyncs_automatic_flushes(tmp_path):
         assert not (tmp_path / "bad.mrec").exists()
 
 
+def test_durable_create_in_an_existing_record_syncs_its_root(tmp_path):
+    """TrajectoryWriter.create inside a record that already exists: the root directory, which now
+    holds trajectory/'s entry, is fsynced before trajectory/zarr.json is published."""
+    import mrec
+    mrec.write_record(tmp_path / "r.mrec", meta={"creator": {"name": "t"}}, status={"state": "running"})
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=1)
+    s.declare_column("atoms", "x", "f64")
+    fs = recording_fs()
+    mrec.TrajectoryWriter.create(tmp_path / "r.mrec", s, fs=fs).close()
+    rel = [(op.kind, os.path.relpath(op.path, tmp_path / "r.mrec")) for op in fs.ops]
+    publish = rel.index(("replace", os.path.join("trajectory", "zarr.json")))
+    assert ("fsync_dir", ".") in rel[:publish]
+
+
 def test_power_loss_model_drops_unsynced_and_keeps_synced(tmp_path):
     fs = recording_fs()
     root = tmp_path / "r"

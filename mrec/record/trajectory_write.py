@@ -331,6 +331,8 @@ class TrajectoryWriter:
         w.traj_attrs = {"sequence_schema": schema.to_json(), "nstep": 0}
         if w.durable:
             w._sync(written, [])                                    # the layout on disk before
+            if "zarr.json" not in written:       # an existing record: its root now holds trajectory/
+                store.fsync_dir("")
         store.set(meta_key(TRAJ), json_dumps(GroupMetadata(w.traj_attrs).to_json()), fsync=w.durable)
         if w.durable:                                               # the trajectory/zarr.json that names it
             store.fsync_dir(TRAJ)

@@ -84,15 +84,22 @@ def _decode(sharding, spec: ChunkSpec, data: bytes) -> bytes | None:
     return repr(row.tolist()).encode() if row.dtype == object else row.tobytes()
 
 
+def _exact(sharding, spec, data: bytes, off: int, nb: int) -> Blob | None:
+    """The blob of exactly ``data[off:off + nb]`` when it verifies its crc32c and decodes."""
+    if nb < 4 or off < 0 or off + nb > len(data):
+        return None
+    if struct.unpack_from("<I", data, off + nb - 4)[0] != crc32c(data[off:off + nb - 4]):
+        return None
+    first = _decode(sharding, spec, data[off:off + nb])
+    return Blob(off, nb, first) if first is not None else None
+
+
 def _blob_at(sharding, spec, data: bytes, pos: int, sizes: list[int]) -> Blob | None:
     n = len(data)
     for size in sizes:
-        if size >= 4 and pos + size <= n:
-            body_end = pos + size - 4
-            if struct.unpack_from("<I", data, body_end)[0] == crc32c(data[pos:body_end]):
-                first = _decode(sharding, spec, data[pos:pos + size])
-                if first is not None:
-                    return Blob(pos, size, first)
+        blob = _exact(sharding, spec, data, pos, size)
+        if blob is not None:
+            return blob
     if len(sizes) == 1 and sharding.codecs.encoded_size(1) is not None:
         return None             # a fixed-size pipeline: no other length can verify
     running = 0
@@ -105,16 +112,6 @@ def _blob_at(sharding, spec, data: bytes, pos: int, sizes: list[int]) -> Blob | 
             if first is not None:
                 return Blob(pos, end + 4 - pos, first)
     return None
-
-
-def _exact(sharding, spec, data: bytes, off: int, nb: int) -> Blob | None:
-    """The blob of exactly ``data[off:off + nb]`` when it verifies its crc32c and decodes."""
-    if nb < 4 or off < 0 or off + nb > len(data):
-        return None
-    if struct.unpack_from("<I", data, off + nb - 4)[0] != crc32c(data[off:off + nb - 4]):
-        return None
-    first = _decode(sharding, spec, data[off:off + nb])
-    return Blob(off, nb, first) if first is not None else None
 
 
 def scan(sharding, spec: ChunkSpec, data: bytes, start: int, hints=()) -> list[Blob]:

@@ -448,3 +448,78 @@ def test_shuffle_c_loops_match_numcodecs(data, n):
         assert unshuffle_bytes(enc, n) == bytes(Shuffle(n).decode(enc))
     assert unshuffle_bytes(enc, n) == data
     assert bytes(ShuffleCodec(n).decode_view(enc, None)) == data
+    assert bytes(ShuffleCodec(n).encode_view(data)) == enc
+
+
+_ENCODER_PIPELINES = [
+    INNER,
+    [INNER[0], INNER[2], INNER[3]],
+    [INNER[0], INNER[1], {"name": "gzip", "configuration": {"level": 1}}, {"name": "crc32c"}],
+    [INNER[0], {"name": "crc32c"}, INNER[1]],
+    [INNER[0], {"name": "numcodecs.shuffle", "configuration": {"elementsize": 3}}, INNER[2]],
+    [{"name": "bytes", "configuration": {"endian": "big"}}, INNER[1], INNER[2], INNER[3]],
+    [{"name": "bytes", "configuration": {"endian": "little"}}],
+    [{"name": "transpose", "configuration": {"order": [0]}}, INNER[0], INNER[3]],
+]
+
+
+@pytest.mark.parametrize("codecs", _ENCODER_PIPELINES)
+@pytest.mark.parametrize("dtype", ["float64", "int32", "uint8", "bool", "complex128", "int16"])
+def test_resolved_encoder_gives_the_bytes_of_encode(codecs, dtype):
+    """CodecPipeline.encoder (the landing's per-array encoder: no bytes copies between codecs)
+    gives encode's bytes, for contiguous, strided and wrong-dtype input alike; None where it
+    does not apply (array→array codecs, no bytes→bytes codec)."""
+    p = CodecPipeline.from_json(codecs, "x")
+    dt = DATA_TYPES[dtype]
+    spec = ChunkSpec((50,), dt, dt.numpy.type(0), "x/c/0")
+    enc = p.encoder(spec)
+    if p.array_array or not p.bytes_bytes:
+        assert enc is None
+        return
+    rng = np.random.default_rng(5)
+    base = (rng.normal(size=100) * 50).astype(dt.numpy) if dtype != "bool" else rng.integers(0, 2, 100).astype(bool)
+    for a in (base[:50], base[::2], base[:50].astype(">" + base.dtype.str[1:]) if base.dtype.itemsize > 1 else base[50:]):
+        want = p.encode(a, spec)
+        got = enc(a)
+        assert isinstance(got, bytes) and got == want
+    # a chunk of another shape goes through encode (and its errors)
+    assert enc(base[:10]) == p.encode(base[:10], spec)
+
+
+def test_resolved_encoder_is_none_for_strings():
+    p = CodecPipeline.from_json([{"name": "vlen-utf8"}, {"name": "zstd", "configuration": {"level": 1}}], "x")
+    assert p.encoder(ChunkSpec((4,), DATA_TYPES["string"], "", "x")) is None
+
+
+_F64 = st.floats(allow_nan=True, allow_infinity=True, width=64)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_F64 | st.sampled_from([0.0, -0.0, 0.5, -2.5, 1e300, -1e308, 2.0**60, 5e-324]), min_size=1, max_size=40),
+       st.sampled_from([1e-3, 1e-2, 0.5, 0.75, 1.0, 2.0**-1000, 2.0**1000, 3e-7, 1e5]))
+def test_round_in_place_is_round_to_precision_or_says_no(values, p):
+    """The batch path's in-place rounding: when it says yes the bits equal round_to_precision's
+    (signed zeros, ties to even, |x| >= 2^52 q kept); NaN, inf and overflowing x / q say no."""
+    from mrec.record.precision import round_in_place, round_to_precision
+    a = np.array(values, dtype=np.float64)
+    want = round_to_precision(a, p)
+    b = a.copy()
+    if round_in_place(b, p):
+        assert b.view(np.uint64).tobytes() == want.view(np.uint64).tobytes()
+        assert np.isfinite(a).all()
+    else:
+        # refused only when the sum of the result is not finite (NaN, inf, overflow)
+        with np.errstate(all="ignore"):
+            assert not np.isfinite(np.add.reduce(np.rint(a / (2.0 ** (np.frexp(p)[1] - 1))) * (2.0 ** (np.frexp(p)[1] - 1))))
+
+
+def test_round_in_place_on_a_stack_of_frames():
+    from mrec.record.precision import round_in_place, round_to_precision
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(59, 3000)) * 40
+    b = a.copy()
+    assert round_in_place(b, 1e-3)
+    assert b.tobytes() == round_to_precision(a, 1e-3).tobytes()
+    c = a.copy()
+    c[7, 11] = np.nan
+    assert not round_in_place(c, 1e-3)

@@ -100,6 +100,25 @@ def round_to_precision(values: Any, p: Any, what: str = "column") -> np.ndarray:
     return r
 
 
+def round_in_place(a: np.ndarray, p: Any) -> bool:
+    """Round ``a`` — a fresh, writable, C-contiguous ``f64`` array the caller owns — to the grid of
+    ``p`` in place, in three passes (the writer's batch path; :func:`round_to_precision` makes eight).
+
+    Returns True when ``a`` now holds exactly what :func:`round_to_precision` returns: the same
+    ``x / q``, ``rint``, ``* q`` in binary64, and for ``|x| >= 2^52 q`` (already on the grid) both
+    steps are exact, so ``x`` comes back.  The one case that differs is a non-finite result (NaN,
+    inf, or ``x / q`` overflowing), detected by the sum of the result; then it returns False, ``a``
+    is garbage, and the caller rounds the original values with :func:`round_to_precision`.
+    """
+    q = quantum(p)
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.divide(a, q, out=a)
+        np.rint(a, out=a)
+        np.multiply(a, q, out=a)
+        total = np.add.reduce(a, axis=None)
+    return bool(np.isfinite(total))
+
+
 def _same_bytes(r: np.ndarray, a: np.ndarray) -> bool:
     """r.tobytes() == a.tobytes() for a fresh C-order r; large C-contiguous inputs are compared in
     place (two copies of a batch of frames cost more than the rounding)."""

@@ -37,7 +37,7 @@ from . import typed_json
 from .dtypes import numpy_dtype, row_bytes, zarr_data_type
 from .model import Box, Frame
 from .lock import parse_lock_pid, pid_alive
-from .precision import round_to_precision
+from .precision import round_in_place, round_to_precision
 from .repair import repair_store
 from .schema import ABSENT, SequenceSchema
 from .trajectory_read import LOCK_NAME, TRAJ, load_layout, refuse, tag_layout, TrajectoryReader
@@ -956,10 +956,13 @@ class TrajectoryWriter:
                 # the columns of one precision (and trailing shape) are stacked and rounded in one call
                 if len(group) == 1 and F == 1:
                     v = run[0][name][group[0]][None]
+                    if p is not None:
+                        v = round_to_precision(v, p)
                 else:
                     v = np.stack([blk[name][c] for c in group for blk in run])
-                if p is not None:
-                    v = round_to_precision(v, p)
+                    # the stack is ours: rounded in place unless a value is NaN / inf / huge
+                    if p is not None and not round_in_place(v, p):
+                        v = round_to_precision(np.stack([blk[name][c] for c in group for blk in run]), p)
                 v = v.reshape(len(group), F, *v.shape[1:])
                 for g, c in enumerate(group):
                     values[c] = np.ascontiguousarray(v[g])
@@ -974,7 +977,14 @@ class TrajectoryWriter:
                 for v in values.values():
                     flat = v.reshape(F, -1)
                     flat = flat.view(np.uint64) if flat.dtype.itemsize == 8 else flat.view(np.uint8)
-                    upd[1:] |= (flat[1:] != flat[:-1]).any(axis=1)
+                    # a moving column differs in its first values: only the frames whose first
+                    # 8 values repeat the previous frame's are compared in full
+                    head = min(8, flat.shape[1])
+                    moved = (flat[1:, :head] != flat[:-1, :head]).any(axis=1)
+                    rest = np.flatnonzero(~moved)
+                    if len(rest):
+                        moved[rest] = (flat[rest + 1] != flat[rest]).any(axis=1)
+                    upd[1:] |= moved
             if name in self.system:
                 n, ids = self.system[name]
                 bad = upd.copy() if rows != n else np.zeros(F, bool)

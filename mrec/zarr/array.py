@@ -675,6 +675,14 @@ class ShardedAppender:
         if part:
             self.tail = array.read(slice(self.rows - part, self.rows))
         self.bytes_written = 0
+        self._fast: tuple | None = None
+
+    def _encoder(self, where: str):
+        """The pipeline's resolved encoder of this array's inner chunks (or None), made once."""
+        if self._fast is None:
+            m, sh = self.array.meta, self.sharding
+            self._fast = (sh.codecs.encoder(ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, where)),)
+        return self._fast[0]
 
     @property
     def total_rows(self) -> int:
@@ -725,10 +733,12 @@ class ShardedAppender:
             # a shard is fresh when nothing of it lies below the logical length
             fresh = base < s_lo or (base == s_lo and self.tail is None)
             index, pos = self._load_shard(s, key, fresh)
-            items = []                    # (coord, inner chunk array, label): encoded together below
+            items = []                    # (coord, inner chunk array): encoded together below
             start_pos = pos
             last_inner = -(-(min(end_row, s_lo + self.shard_rows) - s_lo) // ir)
             where = self.array.store.describe(key)
+            # one inner chunk across the trailing axes: the rows are the chunk
+            whole_rows = tuple(inner_trailing) == tuple(m.shape[1:]) and all(g == 1 for g in self.grid[1:])
             for i0 in range(first_inner // ir, last_inner):
                 r0 = s_lo + i0 * ir
                 rows = data[r0 - base:min(r0 + ir, end_row) - base]
@@ -736,20 +746,28 @@ class ShardedAppender:
                     pad = np.full((ir, *m.shape[1:]), m.fill_value, dtype=m.data_type.numpy)
                     pad[:len(rows)] = rows
                     rows = pad
+                if whole_rows:
+                    items.append(((i0,) + (0,) * (m.ndim - 1), rows))
+                    continue
                 for it in _cells(self.grid[1:]):
                     sub = rows[(slice(None), *(slice(c * w, (c + 1) * w) for c, w in zip(it, inner_trailing)))]
                     if sub.shape[1:] != tuple(inner_trailing):
                         full = np.full((ir, *inner_trailing), m.fill_value, dtype=m.data_type.numpy)
                         full[tuple(slice(0, d) for d in sub.shape)] = sub
                         sub = full
-                    coord = (i0, *it)
-                    items.append((coord, sub, f"{where} inner chunk {list(coord)}"))
+                    items.append(((i0, *it), sub))
 
-            def encode(item, sh=sh, m=m):
-                return sh.codecs.encode(item[1], ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, item[2]))
+            fast = self._encoder(where)
+            if fast is not None:
+                def encode(item, fast=fast):
+                    return fast(item[1])
+            else:
+                def encode(item, sh=sh, m=m, where=where):
+                    return sh.codecs.encode(item[1], ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value,
+                                                               f"{where} inner chunk {list(item[0])}"))
 
             blobs = encode_all(encode, items, sum(x[1].nbytes for x in items))
-            for (coord, _sub, _label), blob in zip(items, blobs):
+            for (coord, _sub), blob in zip(items, blobs):
                 index.offsets[coord] = pos
                 index.nbytes[coord] = len(blob)
                 pos += len(blob)

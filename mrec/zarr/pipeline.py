@@ -103,10 +103,42 @@ class CodecPipeline:
         specs = self._specs(spec)
         for c, s in zip(self.array_array, specs):
             arr = c.encode(arr, s)
-        data = self.array_bytes.encode(arr, specs[-1])
-        for c in self.bytes_bytes:
-            data = c.encode(data)
-        return data
+        bb = self.bytes_bytes
+        if not bb:
+            return self.array_bytes.encode(arr, specs[-1])
+        # the steps before the last hand buffers on (no copy to bytes between codecs); the last one
+        # returns bytes: the same bytes as encoding through each codec's encode
+        data = getattr(self.array_bytes, "encode_view", self.array_bytes.encode)(arr, specs[-1])
+        for c in bb[:-1]:
+            data = getattr(c, "encode_view", c.encode)(data)
+        return bb[-1].encode(data)
+
+    def encoder(self, spec: ChunkSpec):
+        """``arr -> bytes``: :meth:`encode` of chunks of ``spec``'s dtype and shape with the per-chunk
+        work done once (the steps resolved, the stored dtype checked), the same bytes; None when
+        the pipeline has array→array codecs, no ``bytes`` codec or a dtype it cannot view (strings):
+        then :meth:`encode` is the way."""
+        if self.array_array or not self.bytes_bytes or not isinstance(self.array_bytes, BytesCodec):
+            return None
+        try:
+            disk = self.array_bytes._disk_dtype(spec)
+        except MetadataError:
+            return None
+        if disk.kind not in "biufc":
+            return None
+        steps = [getattr(c, "encode_view", c.encode) for c in self.bytes_bytes[:-1]]
+        last = self.bytes_bytes[-1].encode
+        shape = tuple(spec.shape)
+
+        def encode(arr: np.ndarray) -> bytes:
+            a = np.ascontiguousarray(arr, dtype=disk)
+            if a.shape != shape or not a.size:
+                return self.encode(arr, spec)
+            data = memoryview(a.reshape(-1).view(np.uint8))
+            for f in steps:
+                data = f(data)
+            return last(data)
+        return encode
 
     @functools.cached_property
     def _view_decoders(self):

@@ -41,6 +41,15 @@ class BytesCodec(ArrayBytesCodec):
         disk = self._disk_dtype(spec)
         return np.ascontiguousarray(arr, dtype=disk).tobytes()
 
+    def encode_view(self, arr, spec):
+        """:meth:`encode` without copying an array already C-contiguous in the stored byte order:
+        a read-only byte view of it, valid while ``arr`` is unchanged (for the next codec)."""
+        disk = self._disk_dtype(spec)
+        a = np.ascontiguousarray(arr, dtype=disk)
+        if a.dtype.kind in "biufc" and a.size:
+            return memoryview(a.reshape(-1).view(np.uint8))
+        return a.tobytes()
+
     def decode(self, data, spec):
         disk = self._disk_dtype(spec)
         n = math.prod(spec.shape)

@@ -95,6 +95,13 @@ class ShuffleCodec(BytesBytesCodec):
     def encode(self, data):
         return shuffle_bytes(data, self.elementsize)
 
+    def encode_view(self, data):
+        """:meth:`encode` without the final copy to ``bytes``: a buffer (for the next codec)."""
+        n = self.elementsize
+        if n > 1 and len(data) and _doShuffle is not None and _whole(data, n) is not None:
+            return memoryview(_c_loop(_doShuffle, data, n))
+        return shuffle_bytes(data, n)
+
     def decode(self, data, spec):
         return unshuffle_bytes(data, self.elementsize)
 

@@ -523,3 +523,51 @@ def test_round_in_place_on_a_stack_of_frames():
     c = a.copy()
     c[7, 11] = np.nan
     assert not round_in_place(c, 1e-3)
+
+
+@pytest.mark.parametrize("codecs", _ENCODER_PIPELINES)
+def test_resolved_decoder_gives_the_values_of_decode(codecs):
+    """CodecPipeline.decoder (the read path's per-array decoder, no per-chunk labels) returns
+    decode's values; a chunk it cannot decode raises, and the labelled decode names the chunk."""
+    p = CodecPipeline.from_json(codecs, "x")
+    dt = DATA_TYPES["float64"]
+    spec = ChunkSpec((50,), dt, 0.0, "x/c/0")
+    dec = p.decoder(spec.at(""))
+    if p.array_array or p._view_decoders is None:
+        assert dec is None
+        return
+    a = np.random.default_rng(9).normal(size=50)
+    blob = p.encode(a, spec)
+    assert dec(blob).tobytes() == p.decode(blob, spec).tobytes() == a.tobytes()
+    if any(c["name"] == "crc32c" for c in codecs):
+        bad = bytearray(blob)
+        bad[len(bad) // 2] ^= 4
+        with pytest.raises(CorruptionError):
+            dec(bytes(bad))
+        with pytest.raises(CorruptionError, match="x/c/0"):
+            p.decode(bytes(bad), spec)
+
+
+def test_a_corrupt_chunk_is_reported_with_its_name_through_the_resolved_decoder(tmp_path):
+    """The read path decodes through the resolved decoder first; a chunk failing it is decoded
+    again through the labelled path, so the refusal still names the shard and inner chunk."""
+    store = DirectoryStore(str(tmp_path))
+    arr = Array.create(store, "x", ArrayMetadata.create((0,), DATA_TYPES["float64"], (40,), _sharded(8, 5)))
+    ap = ShardedAppender(arr)
+    data = np.random.default_rng(4).normal(size=40)
+    ap.append(data)
+    ap.land()
+    arr.write_metadata()
+    fresh = Array.open(store, "x")
+    index = fresh.shard_index(fresh.chunk_key((0,)))
+    off, n = int(index.offsets[1]), int(index.nbytes[1])
+    path = tmp_path / fresh.chunk_key((0,))
+    raw = bytearray(path.read_bytes())
+    raw[off + n // 2] ^= 0x10
+    path.write_bytes(bytes(raw))
+    bad = Array.open(store, "x")
+    assert bad.read(slice(0, 8)).tobytes() == data[:8].tobytes()        # its neighbours read
+    with pytest.raises(CorruptionError, match=r"inner chunk \[1\]"):
+        bad.read(slice(8, 16))
+    with pytest.raises(CorruptionError, match=r"inner chunk \[1\]"):
+        bad.read(slice(9, 10))

@@ -100,6 +100,7 @@ class Array:
         self._keys: dict[tuple, str] = {}               # chunk coords -> key, for one key encoding
         self._keys_encoding = None
         self._fast_geo: tuple | None = None          # see _fast_geometry
+        self._fast_dec: tuple | None = None          # see _decoder
         self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
         self._rebuild_reason: dict[str, str] = {}
         self.require_shards = False      # a missing shard file is corruption, not fill (appended arrays)
@@ -297,6 +298,15 @@ class Array:
             geo = (m.chunk_shape[0], sh.chunk_shape[0], (0,) * (m.ndim - 1), sh.chunk_shape[0] * row)
         self._fast_geo = (m, geo)
         return geo
+
+    def _decoder(self):
+        """The resolved decoder of this array's inner chunks (CodecPipeline.decoder), or None."""
+        sh, m = self.sharding, self.meta
+        got = self._fast_dec
+        if got is None or got[0] is not sh or got[1] is not m.data_type:
+            got = self._fast_dec = (sh, m.data_type, sh.codecs.decoder(
+                ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, "")))
+        return got[2]
 
     def _one_chunk_range(self, start: int, stop: int) -> np.ndarray | None:
         """Rows [start, stop) copied out of the one inner chunk holding them, or None (general path).
@@ -521,13 +531,28 @@ class Array:
             if cached[2] < b:
                 self._chunk_cache = (ck, cached[1], b, True)
             return cached[1]
+        if raw is False:                       # not prefetched
+            raw = self.store.get_range(key, off, n)
+        direct = True
+        chunk = None
+        if dest is None and raw is not None and len(raw) == n:
+            # the resolved decoder (no per-chunk labels); any failure is decoded again below through
+            # the labelled path, which raises the error to report
+            fast = self._decoder()
+            if fast is not None:
+                try:
+                    chunk = fast(raw)
+                except Exception:
+                    chunk = None
+                if chunk is not None and shardscan.trusted(index, coord, chunk, b, m.fill_value):
+                    if keep:
+                        self._chunk_cache = (ck, chunk, b, True)
+                    return chunk
+                chunk = None           # not verified: the labelled path below decides
         if where is None:
             where = self.store.describe(key)
         inner_spec = ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, where)
         label = f"{where} inner chunk {list(coord)}"
-        if raw is False:                       # not prefetched
-            raw = self.store.get_range(key, off, n)
-        direct = True
         try:
             if raw is None or len(raw) != n:
                 got = 0 if raw is None else len(raw)

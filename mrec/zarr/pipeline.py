@@ -180,6 +180,22 @@ class CodecPipeline:
         _native_shuffle(n).decode(data, out=dest.reshape(-1).view(np.uint8))
         return dest
 
+    def decoder(self, spec: ChunkSpec):
+        """``raw -> array``: :meth:`decode` of chunks of ``spec`` with the steps resolved once; the
+        same values.  Its errors name no chunk: on any exception, decode through :meth:`decode`
+        with a labelled spec, which raises the error to report.  None when array→array codecs
+        or a non-``bytes`` array→bytes codec are in the pipeline."""
+        views = self._view_decoders
+        if views is None or self.array_array:
+            return None
+        last = self.array_bytes.decode
+
+        def decode(data) -> np.ndarray:
+            for dec in views:
+                data = dec(data, spec)
+            return last(data, spec)
+        return decode
+
     def decode(self, data: bytes, spec: ChunkSpec) -> np.ndarray:
         specs = self._specs(spec)
         views = self._view_decoders

@@ -571,3 +571,21 @@ def test_a_corrupt_chunk_is_reported_with_its_name_through_the_resolved_decoder(
         bad.read(slice(8, 16))
     with pytest.raises(CorruptionError, match=r"inner chunk \[1\]"):
         bad.read(slice(9, 10))
+
+
+@pytest.mark.parametrize("rows", [1, 100, 1023, 1024, 3000])
+def test_stack_rounded_is_round_to_precision_of_the_stack(rows):
+    from mrec.record.precision import round_to_precision, stack_rounded
+    rng = np.random.default_rng(rows)
+    srcs = [rng.normal(size=rows) * 40 for _ in range(7)]
+    srcs[2][0] = -0.0
+    srcs[3][-1] = 2.0 ** 60
+    got = stack_rounded(srcs, 1e-2)
+    assert got.tobytes() == round_to_precision(np.stack(srcs), 1e-2).tobytes()
+    for bad in (np.nan, np.inf, -np.inf):
+        s = [a.copy() for a in srcs]
+        s[5][rows // 2] = bad
+        assert stack_rounded(s, 1e-2) is None
+    s = [a.copy() for a in srcs]
+    s[1][0] = 1e308                      # x / q overflows for q = 2^-7
+    assert stack_rounded(s, 1e-2) is None

@@ -488,7 +488,10 @@ def throughput(wl: Workload, args, work: Path) -> None:
     if w_ext2 is not None:
         row(f"mrec, extend(), MREC_THREADS={ncpu}", w_ext2, ("of ceiling", w_ext2 / w_ceil), *vs(w_ext2))
     if w_zarr is not None:
-        row(f"zarr-python, same layout ({zf} fr)", w_zarr, ("mrec/zarr", w_mrec / w_zarr))
+        # a writer at the codec ceiling is ceiling/zarr times zarr-python: the most any single-threaded
+        # writer of these chunks can reach against it in this run
+        row(f"zarr-python, same layout ({zf} fr)", w_zarr, ("mrec/zarr", w_mrec / w_zarr),
+            ("ceiling/zarr", w_ceil / w_zarr))
     if w_xtc is not None:
         row(f"XTC (MDAnalysis, {digits} digits nm)", w_xtc, ("mrec/XTC", w_mrec / w_xtc))
     print("  read")
@@ -520,6 +523,7 @@ def throughput(wl: Workload, args, work: Path) -> None:
     RESULTS[f"{wl.name}.extend/ceiling"] = w_ext / w_ceil
     if w_zarr:
         RESULTS[f"{wl.name}.extend/zarr"] = w_ext / w_zarr
+        RESULTS[f"{wl.name}.ceiling/zarr"] = w_ceil / w_zarr
     if w_xtc and w_ext2 is not None:
         RESULTS[f"{wl.name}.extend2/xtc"] = w_ext2 / w_xtc
     RESULTS[f"{wl.name}.read/ceiling"] = seq / r_ceil
@@ -731,6 +735,10 @@ def targets() -> None:
         ok = all(test(v) for v in vals.values())
         line(what, f"{min(vals.values()):.2f}..{max(vals.values()):.2f}", ok,
              ", ".join(f"{k} {fmt.format(v)}" for k, v in vals.items()))
+        if suffix.endswith("/zarr") and suffix.startswith((".write", ".extend")) and not ok:
+            bound = each(".ceiling/zarr")
+            print("      bound: a single-threaded writer at the codec ceiling would be "
+                  + ", ".join(f"{k} {v:.1f}x" for k, v in bound.items()) + " zarr-python")
     compact = each(".compact/xtc")
     if compact:
         protein = {k: v for k, v in compact.items() if k == "dcd"}

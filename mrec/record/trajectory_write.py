@@ -37,7 +37,7 @@ from . import typed_json
 from .dtypes import numpy_dtype, row_bytes, zarr_data_type
 from .model import Box, Frame
 from .lock import parse_lock_pid, pid_alive
-from .precision import round_in_place, round_to_precision
+from .precision import round_to_precision, stack_rounded
 from .repair import repair_store
 from .schema import ABSENT, SequenceSchema
 from .trajectory_read import LOCK_NAME, TRAJ, load_layout, refuse, tag_layout, TrajectoryReader
@@ -959,10 +959,11 @@ class TrajectoryWriter:
                     if p is not None:
                         v = round_to_precision(v, p)
                 else:
-                    v = np.stack([blk[name][c] for c in group for blk in run])
-                    # the stack is ours: rounded in place unless a value is NaN / inf / huge
-                    if p is not None and not round_in_place(v, p):
-                        v = round_to_precision(np.stack([blk[name][c] for c in group for blk in run]), p)
+                    srcs = [blk[name][c] for c in group for blk in run]
+                    # stacked and rounded in one go unless a value is NaN / inf / huge
+                    v = stack_rounded(srcs, p) if p is not None else np.stack(srcs)
+                    if v is None:
+                        v = round_to_precision(np.stack(srcs), p)
                 v = v.reshape(len(group), F, *v.shape[1:])
                 for g, c in enumerate(group):
                     values[c] = np.ascontiguousarray(v[g])

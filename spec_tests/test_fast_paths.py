@@ -589,3 +589,77 @@ def test_stack_rounded_is_round_to_precision_of_the_stack(rows):
     s = [a.copy() for a in srcs]
     s[1][0] = 1e308                      # x / q overflows for q = 2^-7
     assert stack_rounded(s, 1e-2) is None
+
+
+def _frame_column(tmp_path, rows=50, frames=30, relands=()):
+    """A frame-aligned column (one frame of ``rows`` rows per inner chunk), landed a frame at a time;
+    frames in ``relands`` are landed twice as a partial chunk first (the shard holds dead copies)."""
+    store = DirectoryStore(str(tmp_path))
+    arr = Array.create(store, "x", ArrayMetadata.create((0,), DATA_TYPES["float64"], (rows * 64,),
+                                                        _sharded(rows, 64)))
+    ap = ShardedAppender(arr)
+    data = np.random.default_rng(11).normal(size=(frames, rows))
+    for f in range(frames):
+        if f in relands:
+            ap.append(data[f, :rows // 2])
+            ap.land()
+            ap.append(data[f, rows // 2:])
+        else:
+            ap.append(data[f])
+        ap.land()
+    arr.write_metadata()
+    return store, data
+
+
+@pytest.mark.parametrize("relands", [(), (3, 4, 17)])
+def test_forward_walk_reads_ahead_the_same_bytes(tmp_path, monkeypatch, relands):
+    """Whole-chunk frame reads walking forward fetch the next back-to-back chunks in one range
+    (fewer reads), and give the values of one read per chunk, across dead copies too."""
+    store, data = _frame_column(tmp_path, relands=relands)
+    calls = []
+    orig = DirectoryStore.get_range
+    monkeypatch.setattr(DirectoryStore, "get_range", lambda self, k, o, n: (calls.append(n), orig(self, k, o, n))[1])
+    arr = Array.open(store, "x")
+    got = [arr.read(slice(f * 50, (f + 1) * 50)) for f in range(len(data))]
+    assert np.stack(got).tobytes() == data.tobytes()
+    walk = len(calls)
+    assert walk < len(data) // 2
+    calls.clear()
+    plain = Array.open(store, "x")
+    back = [plain.read(slice(f * 50, (f + 1) * 50)) for f in reversed(range(len(data)))]   # no walk: one read each
+    assert np.stack(back[::-1]).tobytes() == data.tobytes()
+    assert len(calls) >= len(data)
+    for a in got:
+        assert a.flags.writeable and a.flags.c_contiguous
+
+
+def test_a_corrupt_chunk_inside_a_read_ahead_range_is_named(tmp_path):
+    store, data = _frame_column(tmp_path)
+    arr = Array.open(store, "x")
+    index = arr.shard_index(arr.chunk_key((0,)))
+    off, n = int(index.offsets[6]), int(index.nbytes[6])
+    path = tmp_path / arr.chunk_key((0,))
+    raw = bytearray(path.read_bytes())
+    raw[off + n // 3] ^= 0x01
+    path.write_bytes(bytes(raw))
+    arr = Array.open(store, "x")
+    for f in range(6):
+        assert arr.read(slice(f * 50, (f + 1) * 50)).tobytes() == data[f].tobytes()
+    with pytest.raises(CorruptionError, match=r"inner chunk \[6\]"):
+        arr.read(slice(300, 350))
+    assert arr.read(slice(350, 400)).tobytes() == data[7].tobytes()
+
+
+def test_read_ahead_stays_inside_the_logical_shape(tmp_path, monkeypatch):
+    """Chunks past the array's shape (an uncommitted tail) are never fetched ahead."""
+    store, data = _frame_column(tmp_path, frames=20)
+    arr = Array.open(store, "x")
+    arr.meta = arr.meta.with_shape((10 * 50,))        # as a reader bound by nstep = 10 sees it
+    index = arr.shard_index(arr.chunk_key((0,)))
+    end10 = int(index.offsets[9]) + int(index.nbytes[9])
+    seen = []
+    orig = DirectoryStore.get_range
+    monkeypatch.setattr(DirectoryStore, "get_range", lambda self, k, o, n: (seen.append(o + n), orig(self, k, o, n))[1])
+    for f in range(10):
+        assert arr.read(slice(f * 50, (f + 1) * 50)).tobytes() == data[f].tobytes()
+    assert max(seen) <= end10

@@ -74,6 +74,7 @@ def _as_rows(data: np.ndarray, meta: ArrayMetadata) -> np.ndarray:
 MAX_READ_ELEMENTS = 2**31     # one read never allocates more (16 GiB of float64)
 #: inner chunks lying back to back in a shard are fetched together, up to this many bytes a read
 COALESCE_BYTES = 4 << 20
+READ_AHEAD = 1 << 20          # a forward walk of whole-chunk reads fetches up to this many bytes at once
 
 
 def _check_alloc(shape, where: str) -> None:
@@ -101,6 +102,8 @@ class Array:
         self._keys_encoding = None
         self._fast_geo: tuple | None = None          # see _fast_geometry
         self._fast_dec: tuple | None = None          # see _decoder
+        self._ahead: tuple | None = None             # see _raw_ahead
+        self._last_read: tuple | None = None         # (shard key, inner row) of the last chunk fetched
         self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
         self._rebuild_reason: dict[str, str] = {}
         self.require_shards = False      # a missing shard file is corruption, not fill (appended arrays)
@@ -337,7 +340,13 @@ class Array:
         # frame is the next chunk.  When its decode made a fresh writable array (shuffle does),
         # that array is the result and the copy is saved
         whole = a == 0 and stop - start == irows
-        chunk = self._inner_chunk(key, index, coord, r_hi - i0 * irows, None, keep=not whole)
+        raw = False
+        if whole:
+            ck = self._chunk_cache
+            if ck is None or ck[0][:2] != (key, coord):
+                limit = min(len(index.offsets), -(-(self.meta.shape[0] - lo0) // irows))
+                raw = self._raw_ahead(key, index, i0, int(index.offsets[coord]), int(index.nbytes[coord]), limit)
+        chunk = self._inner_chunk(key, index, coord, r_hi - i0 * irows, None, keep=not whole, raw=raw)
         if chunk.dtype != self.meta.data_type.numpy:
             return None
         if whole:
@@ -475,6 +484,35 @@ class Array:
     def drop_cache(self) -> None:
         self._index_cache.clear()
         self._chunk_cache = None
+        self._ahead = self._last_read = None
+
+    def _raw_ahead(self, key: str, index: ShardIndex, i0: int, off: int, n: int, limit: int):
+        """Raw bytes ``[off, off + n)`` of inner chunk row ``i0`` of shard ``key`` for a frame read,
+        or False (fetch them alone).  A read of the chunk right after the last one fetched (a
+        forward walk) fetches it and the chunks lying back to back after it, below inner row
+        ``limit`` (the array's shape) and up to READ_AHEAD bytes, in one range; the next reads are
+        served from that range.  The same bytes the file
+        holds (an appended shard's committed bytes are never rewritten), checked as ever."""
+        got = self._ahead
+        if got is not None and got[0] == key and got[1] <= off and off + n <= got[1] + len(got[2]):
+            self._last_read = (key, i0)
+            return got[2][off - got[1]:off - got[1] + n]
+        last, self._last_read = self._last_read, (key, i0)
+        if last != (key, i0 - 1) or index.offsets.ndim != 1:
+            return False
+        offs, sizes = index.offsets, index.nbytes
+        end, j = off + n, i0 + 1
+        while j < limit and end - off < READ_AHEAD and int(offs[j]) == end and int(sizes[j]) != _EMPTY:
+            end += int(sizes[j])
+            j += 1
+        if j == i0 + 1:
+            return False
+        raw = self.store.get_range(key, off, end - off)
+        if raw is None or len(raw) != end - off:
+            self._ahead = None
+            return False                   # a short file: the chunk alone decides what to report
+        self._ahead = (key, off, memoryview(raw))
+        return self._ahead[2][:n]
 
     def _prefetch(self, key: str, index: ShardIndex, coords) -> dict:
         """Raw bytes of the inner chunks ``coords`` of shard ``key`` that lie back to back in the file

@@ -503,7 +503,9 @@ def throughput(wl: Workload, args, work: Path) -> None:
         zrf = min(zf, args.peer_read_frames)
         t_zs, zlat = zarr_read(zroot, wl.atoms, zrf, zidx)
         zr_seq = zsub.head(zrf).mb / t_zs
-        row(f"zarr-python sequential per frame ({zrf} fr)", zr_seq, ("mrec/zarr", seq / zr_seq))
+        row(f"zarr-python sequential per frame ({zrf} fr)", zr_seq, ("mrec/zarr", seq / zr_seq),
+            ("ceiling/zarr", r_ceil / zr_seq))
+        RESULTS[f"{wl.name}.rceiling/zarr"] = r_ceil / zr_seq
     if w_xtc is not None:
         t_xo, t_xs, xlat = xtc_read(xfn, idx)
         x_seq = wl.mb / t_xs
@@ -735,9 +737,10 @@ def targets() -> None:
         ok = all(test(v) for v in vals.values())
         line(what, f"{min(vals.values()):.2f}..{max(vals.values()):.2f}", ok,
              ", ".join(f"{k} {fmt.format(v)}" for k, v in vals.items()))
-        if suffix.endswith("/zarr") and suffix.startswith((".write", ".extend")) and not ok:
-            bound = each(".ceiling/zarr")
-            print("      bound: a single-threaded writer at the codec ceiling would be "
+        if suffix.endswith("/zarr") and suffix.startswith((".write", ".extend", ".read")) and not ok:
+            who = "reader" if suffix.startswith(".read") else "writer"
+            bound = each(".rceiling/zarr" if who == "reader" else ".ceiling/zarr")
+            print(f"      bound: a single-threaded {who} at the codec ceiling would be "
                   + ", ".join(f"{k} {v:.1f}x" for k, v in bound.items()) + " zarr-python")
     compact = each(".compact/xtc")
     if compact:

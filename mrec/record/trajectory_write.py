@@ -37,7 +37,7 @@ from . import typed_json
 from .dtypes import numpy_dtype, row_bytes, zarr_data_type
 from .model import Box, Frame
 from .lock import parse_lock_pid, pid_alive
-from .precision import round_to_precision, stack_rounded
+from .precision import round_to_precision, stack_rounded, stack_rows
 from .repair import repair_store
 from .schema import ABSENT, SequenceSchema
 from .trajectory_read import LOCK_NAME, TRAJ, load_layout, refuse, tag_layout, TrajectoryReader
@@ -961,7 +961,7 @@ class TrajectoryWriter:
                 else:
                     srcs = [blk[name][c] for c in group for blk in run]
                     # stacked and rounded in one go unless a value is NaN / inf / huge
-                    v = stack_rounded(srcs, p) if p is not None else np.stack(srcs)
+                    v = stack_rounded(srcs, p) if p is not None else stack_rows(srcs)
                     if v is None:
                         v = round_to_precision(np.stack(srcs), p)
                 v = v.reshape(len(group), F, *v.shape[1:])

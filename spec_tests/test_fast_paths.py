@@ -663,3 +663,14 @@ def test_read_ahead_stays_inside_the_logical_shape(tmp_path, monkeypatch):
     for f in range(10):
         assert arr.read(slice(f * 50, (f + 1) * 50)).tobytes() == data[f].tobytes()
     assert max(seen) <= end10
+
+
+def test_stack_rows_is_np_stack():
+    from mrec.record.precision import stack_rows
+    rng = np.random.default_rng(8)
+    for shape in [(5,), (7, 3), (0,), (2, 2, 2)]:
+        srcs = [rng.normal(size=shape) for _ in range(9)]
+        got, want = stack_rows(srcs), np.stack(srcs)
+        assert got.shape == want.shape and got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    with pytest.raises(ValueError):
+        stack_rows([np.zeros(3), np.zeros(4)])

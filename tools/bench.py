@@ -660,7 +660,15 @@ def profile(work: Path, quick: bool, top: int = 18) -> None:
     wl = synthetic(100, 10_000 if quick else 100_000, "profile")
     print(f"\n== profile: cProfile of the small-frame writer ({wl.atoms} atoms, {wl.frames} frames, flush_every=1000)")
     ceil = Ceiling(wl, 1e-3)
-    t_c = ceil.write()
+    t_c = min(ceil.write() for _ in range(3))
+    # the producer's own cost inside every timed write: building the frame dicts (mrec_write builds
+    # them inside the timing, as a simulation code would); not mrec's bookkeeping
+    t_dicts = math.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for f in range(wl.frames):
+            wl.frame(f)
+        t_dicts = min(t_dicts, time.perf_counter() - t0)
     path = work / "prof.mrec"
     pr = cProfile.Profile()
     pr.enable()
@@ -701,7 +709,11 @@ def profile(work: Path, quick: bool, top: int = 18) -> None:
             print("  " + line.replace(str(Path(mrec.__file__).parent.parent) + "/", "")[:150])
     print(f"  without the profiler: {t_ext:.2f} s ({wl.frames / t_ext:.0f} frames/s, {t_plain / t_ext:.1f}x append); "
           f"codec ceiling {t_c:.2f} s = {t_c / t_ext:.0%} of it")
+    own = t_ext - t_dicts
+    print(f"  of which the producer's frame dicts {t_dicts:.2f} s; mrec's own {own:.2f} s, the codec ceiling "
+          f"{t_c / own:.0%} of it, {1 - t_c / own:.0%} outside the codecs")
     RESULTS["small.bookkeeping.extend"] = 1 - t_c / t_ext
+    RESULTS["small.bookkeeping.extend.own"] = 1 - t_c / own
 
 
 # -- targets --------------------------------------------------------------------------------------
@@ -761,7 +773,11 @@ def targets() -> None:
         line("small frames not dominated by Python bookkeeping (append)", f"{b:.0%} outside codecs", b < 0.5, "")
     if "small.bookkeeping.extend" in R:
         b = R["small.bookkeeping.extend"]
-        line("small frames not dominated by Python bookkeeping (extend)", f"{b:.0%} outside codecs", b < 0.5, "")
+        line("small frames not dominated by Python bookkeeping (extend)", f"{b:.0%} outside codecs", b < 0.5,
+             "the producer's frame dicts included")
+    if "small.bookkeeping.extend.own" in R:
+        b = R["small.bookkeeping.extend.own"]
+        line("  the same, mrec's own time (frame dicts excluded)", f"{b:.0%} outside codecs", b < 0.5, "")
 
 
 # -- main ---------------------------------------------------------------------------------------

@@ -548,6 +548,18 @@ def test_resolved_decoder_gives_the_values_of_decode(codecs):
             p.decode(bytes(bad), spec)
 
 
+def _flip_a_bit(root, store, inner: int, at: float, bit: int) -> None:
+    """Flip ``bit`` of the byte at fraction ``at`` into inner chunk ``inner`` of array x's first shard."""
+    arr = Array.open(store, "x")
+    key = arr.chunk_key((0,))
+    index = arr.shard_index(key)
+    off, n = int(index.offsets[inner]), int(index.nbytes[inner])
+    path = root / key
+    raw = bytearray(path.read_bytes())
+    raw[off + int(n * at)] ^= bit
+    path.write_bytes(bytes(raw))
+
+
 def test_a_corrupt_chunk_is_reported_with_its_name_through_the_resolved_decoder(tmp_path):
     """The read path decodes through the resolved decoder first; a chunk failing it is decoded
     again through the labelled path, so the refusal still names the shard and inner chunk."""
@@ -558,13 +570,7 @@ def test_a_corrupt_chunk_is_reported_with_its_name_through_the_resolved_decoder(
     ap.append(data)
     ap.land()
     arr.write_metadata()
-    fresh = Array.open(store, "x")
-    index = fresh.shard_index(fresh.chunk_key((0,)))
-    off, n = int(index.offsets[1]), int(index.nbytes[1])
-    path = tmp_path / fresh.chunk_key((0,))
-    raw = bytearray(path.read_bytes())
-    raw[off + n // 2] ^= 0x10
-    path.write_bytes(bytes(raw))
+    _flip_a_bit(tmp_path, store, inner=1, at=0.5, bit=0x10)
     bad = Array.open(store, "x")
     assert bad.read(slice(0, 8)).tobytes() == data[:8].tobytes()        # its neighbours read
     with pytest.raises(CorruptionError, match=r"inner chunk \[1\]"):
@@ -635,13 +641,7 @@ def test_forward_walk_reads_ahead_the_same_bytes(tmp_path, monkeypatch, relands)
 
 def test_a_corrupt_chunk_inside_a_read_ahead_range_is_named(tmp_path):
     store, data = _frame_column(tmp_path)
-    arr = Array.open(store, "x")
-    index = arr.shard_index(arr.chunk_key((0,)))
-    off, n = int(index.offsets[6]), int(index.nbytes[6])
-    path = tmp_path / arr.chunk_key((0,))
-    raw = bytearray(path.read_bytes())
-    raw[off + n // 3] ^= 0x01
-    path.write_bytes(bytes(raw))
+    _flip_a_bit(tmp_path, store, inner=6, at=1 / 3, bit=0x01)
     arr = Array.open(store, "x")
     for f in range(6):
         assert arr.read(slice(f * 50, (f + 1) * 50)).tobytes() == data[f].tobytes()

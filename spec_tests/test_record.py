@@ -396,20 +396,21 @@ def _tamper_no_count(p):
     set_zjson(p, "frame/a", d)
 
 
-def _tamper_mask_dtype(p):
+def _replace_mask(p, values, dtype):
+    """Rewrite frame/a's mask of x as ``values`` stored as ``dtype``."""
     store = DirectoryStore(str(p))
     from mrec.record.fixed import write_fixed_array
     for k in list(store.list("frame/a/_validity/x")):
         store.delete(k)
-    write_fixed_array(store, "frame/a/_validity/x", np.array([1, 0], "u1"), "u8")
+    write_fixed_array(store, "frame/a/_validity/x", values, dtype)
+
+
+def _tamper_mask_dtype(p):
+    _replace_mask(p, np.array([1, 0], "u1"), "u8")
 
 
 def _tamper_mask_length(p):
-    store = DirectoryStore(str(p))
-    from mrec.record.fixed import write_fixed_array
-    for k in list(store.list("frame/a/_validity/x")):
-        store.delete(k)
-    write_fixed_array(store, "frame/a/_validity/x", np.array([True, False, True]), "bool")
+    _replace_mask(p, np.array([True, False, True]), "bool")
 
 
 def _tamper_mask_orphan(p):

@@ -794,8 +794,9 @@ def _build_whole(path: Path) -> None:
 
 
 def plant_unknown_nodes(store) -> None:
-    """Add content mrec does not model to a record with ``frame/atoms``: an unknown root section (a
-    force field), a child group inside a block, an array beside the blocks, an unknown section."""
+    """Add content mrec does not model to a record with ``frame/atoms``: a force field whose only table no
+    style names (kept inside the force field), a child group inside a block, an array beside the blocks, an
+    unknown section."""
     write_group(store, "forcefield", {"name": "tip3p", "units": {"preset": "real"}, "styles": []})
     write_group(store, "forcefield/pair.lj%2Fcut", {"count": 2})
     write_fixed_array(store, "forcefield/pair.lj%2Fcut/name", np.array(["a", "b"], dtype=object), "string")

@@ -718,6 +718,8 @@ class ForceField:
         """The model of a stored section: the attribute map verbatim and the tables read."""
         if not isinstance(doc, Mapping):
             raise _refuse("bad_forcefield", "the forcefield document is a JSON object", where)
+        if "styles" not in doc:
+            raise _refuse("missing_key", "forcefield: styles is required (an ordered list, possibly empty)", where)
         d = dict(doc)
         kw = {k: d.pop(k) for k in ("name", "units", "styles", "source", "special_bonds") if k in d}
         nulls = tuple(k for k, v in kw.items() if v is None)      # a stored null is kept as a null

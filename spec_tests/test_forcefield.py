@@ -632,3 +632,29 @@ def test_write_section_checks_the_rest_of_the_record(tmp_path):
     assert e.value.kind == "bad_reference"
     mrec.write_section(p, "system", {"atoms": {"x": [1.0, 2.0, 3.0]}})
     assert mrec.read_record(p).system.counts == {"atoms": 3}
+
+
+# -- the golden fixtures through the validator ------------------------------------------------------------
+
+FIXTURES = ROOT / "fixtures"
+
+
+def test_validate_deep_judges_every_fixture():
+    """``mrec validate --deep`` accepts every valid fixture (the force-field ones included, a linking miss
+    being a warning) and reports every invalid one with its sidecar's kind, directory and zip."""
+    valid = sorted(FIXTURES.glob("*.json"))
+    invalid = sorted((FIXTURES / "invalid").glob("*.json"))
+    assert {"forcefield_tip3p", "forcefield_cmap", "forcefield_with_system"} <= {p.stem for p in valid}
+    assert sum(p.stem.startswith("ff_") for p in invalid) >= 10
+    for side in valid:
+        for form in (f"{side.stem}.mrec", f"{side.stem}.mrec.zip"):
+            rep = validate(FIXTURES / form, deep=True)
+            assert rep.ok, (form, [str(v) for v in rep.violations])
+            assert bool(rep.warnings) == (side.stem == "forcefield_with_system") or side.stem == "trajectory_only", \
+                (form, [str(w) for w in rep.warnings])
+    for side in invalid:
+        kind = json.loads(side.read_text())["refusal_kind"]
+        for form in (f"{side.stem}.mrec", f"{side.stem}.mrec.zip"):
+            rep = validate(FIXTURES / "invalid" / form, deep=True)
+            want = "corrupt" if kind == "corruption" else kind
+            assert not rep.ok and want in {v.kind for v in rep.violations}, (form, kind, rep.to_json())

@@ -692,6 +692,10 @@ class ForceField:
         """The columns of the table of style ``(category, style)``."""
         return self.tables.blocks[block_name(category, style)]
 
+    def mask(self, category: str, style: str, column: str) -> np.ndarray | None:
+        """The validity mask of a column of a style's table (True = has a value), or None when no row is null."""
+        return self.tables.mask(block_name(category, style), column)
+
     def style_tables(self) -> dict[tuple[str, str], str]:
         """``(category, style)`` -> block name, for every declared style."""
         return {(s["category"], s["style"]): block_name(s["category"], s["style"]) for s in self.styles}

@@ -109,7 +109,10 @@ def _info(path: str, as_json: bool) -> int:
 def _forcefield_info(store) -> dict:
     """The force field of ``mrec info``: its document's keys and one entry per style table."""
     from .record.forcefield import block_name, read_forcefield
-    ff, _ = read_forcefield(store)
+    try:
+        ff, _ = read_forcefield(store)
+    except MrecError as exc:                      # info still describes the rest; validate says more
+        return {"error": str(exc), "kind": getattr(exc, "kind", None)}
     tables = {}
     for s in ff.styles:
         b = block_name(s["category"], s["style"])
@@ -124,6 +127,9 @@ def _forcefield_info(store) -> dict:
 
 
 def _print_forcefield(d: dict) -> None:
+    if "error" in d:
+        print(f"  forcefield: unreadable ({d['kind']}): {d['error']}")
+        return
     units = ", ".join(f"{k}={v}" for k, v in d["units"].items())
     print(f"  forcefield: {d['name']!r} ({units}), {len(d['tables'])} styles"
           + (f", special_bonds lj {d['special_bonds']['lj']} coul {d['special_bonds']['coul']}"

@@ -317,6 +317,10 @@ class _Checker:
             self.add(FF_KIND_RULES.get(kind) or KIND_RULES.get(kind, "FF-1"), exc.path or where, exc.detail, kind)
             return
         found["forcefield"] = ff
+        meta = nodes.get("meta")
+        if isinstance(meta, GroupMetadata) and meta.attributes.get("molrec_version") == 1:
+            self.add("N-0", where, "a version-1 record's force-field numbers follow the pre-LAMMPS definitions; "
+                     "a reader converts them exactly or refuses (mrec refuses)", "bad_version")
         for message in unresolved_links(found.get("system"), ff):
             self.add("FF-17", self.where("system"), f"{message} (linking is by name: an unresolved name is "
                      "reported, never refused)", "unresolved_name", "warning")

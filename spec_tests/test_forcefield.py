@@ -658,3 +658,26 @@ def test_validate_deep_judges_every_fixture():
             rep = validate(FIXTURES / "invalid" / form, deep=True)
             want = "corrupt" if kind == "corruption" else kind
             assert not rep.ok and want in {v.kind for v in rep.violations}, (form, kind, rep.to_json())
+
+
+def test_version_1_force_field_is_refused(tmp_path):
+    """A version-1 record's force-field numbers follow the pre-LAMMPS definitions: mrec does not convert
+    them, so it refuses such a record on write and on read (mrec-notes §1.3)."""
+    with pytest.raises(mrec.RefusalError) as e:
+        mrec.write_record(tmp_path / "v1.mrec", meta={"molrec_version": 1}, forcefield=tip3p())
+    assert e.value.kind == "bad_version" and not (tmp_path / "v1.mrec").exists()
+    p = mrec.write_record(tmp_path / "v2.mrec", meta={"molrec_version": 2}, forcefield=tip3p())
+    _attrs(p, "meta", lambda a: a.update(molrec_version=1))
+    with pytest.raises(mrec.RefusalError) as e:
+        mrec.read_record(p)
+    assert e.value.kind == "bad_version" and "forcefield" in str(e.value)
+    assert any(v.rule == "N-0" and v.kind == "bad_version" for v in validate(p).violations)
+    mrec.write_record(tmp_path / "v1-no-ff.mrec", meta={"molrec_version": 1}, status={"state": "x"})
+
+
+def test_info_survives_a_broken_forcefield(tmp_path):
+    p = mrec.write_record(tmp_path / "b.mrec", forcefield=tip3p())
+    _attrs(p, "forcefield", lambda a: a.pop("units"))
+    out = subprocess.run([sys.executable, "-m", "mrec", "info", str(p)], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0 and "forcefield: unreadable (missing_units)" in out.stdout, out.stdout + out.stderr

@@ -161,6 +161,15 @@ def _substantive(rec: Record) -> bool:
     return any(k.startswith(("forcefield/", "trajectory/")) for k in rec.unknown)
 
 
+def _check_forcefield_version(rec: Record, where: str | None) -> None:
+    """A version-1 record (``meta.molrec_version == 1``) holds its force-field numbers by the pre-LAMMPS
+    definitions; mrec does not convert them, so it refuses (mrec-notes §1.3: convert exactly or refuse)."""
+    if rec.forcefield is not None and rec.meta.get("molrec_version") == 1:
+        raise _refuse("bad_version", "meta.molrec_version 1 with a force field: version-1 force-field numbers "
+                                     "(pre-LAMMPS definitions) are not converted by mrec, so the record is refused",
+                      where)
+
+
 # -- write -------------------------------------------------------------------------
 
 def _copy_key(src, dst: DirectoryStore, key: str) -> None:
@@ -193,6 +202,7 @@ def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
     if fs.exists(final) and not overwrite:
         raise _refuse("exists", "the path exists (pass overwrite=True to replace it)", final)
     check_system_alignment(rec.system, rec.trajectory, final)
+    _check_forcefield_version(rec, final)
     if not _substantive(rec):
         raise _refuse("empty_record", "a record holds meta plus at least one of frame, system, trajectory, "
                                       "forcefield or status", final)
@@ -384,6 +394,7 @@ def _read(store, path: str) -> Record:
         except RefusalError as exc:
             raise _refuse(exc.kind, exc.detail, store.describe(name)) from None
     check_system_alignment(rec.system, rec.trajectory, store.describe(TRAJ))
+    _check_forcefield_version(rec, store.describe("forcefield"))
     return rec
 
 

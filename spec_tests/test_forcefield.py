@@ -28,6 +28,7 @@ from mrec.record.forcefield import PRESET_UNITS, block_name, decode_block_name, 
 from mrec.validate import validate
 from mrec.zarr.array import Array
 from mrec.zarr.store import DirectoryStore
+from test_record import same  # noqa: E402  (spec_tests is on sys.path under pytest)
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = Path("/work/shared/spec/vectors")
@@ -35,15 +36,6 @@ FF_VECTORS = VECTORS / "fixtures/schema/core/forcefield"
 #: The kind mrec gives each invalid vector (the vectors name no kind; these are mrec's).
 VECTOR_KINDS = {"invalid-category-case.json": "bad_forcefield", "invalid-empty-units.json": "missing_units",
                 "invalid-no-units.json": "missing_units", "invalid-unknown-endpoint-key.json": "bad_forcefield"}
-
-
-def same(a, b) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape:
-        return False
-    if a.dtype == object or b.dtype == object or a.dtype.kind in "UT" or b.dtype.kind in "UT":
-        return [str(x) for x in a.ravel()] == [str(x) for x in b.ravel()]
-    return a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
 def tables_of(model: dict) -> mrec.Frame:
@@ -681,3 +673,39 @@ def test_info_survives_a_broken_forcefield(tmp_path):
     out = subprocess.run([sys.executable, "-m", "mrec", "info", str(p)], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0 and "forcefield: unreadable (missing_units)" in out.stdout, out.stdout + out.stderr
+
+
+_style = st.tuples(st.sampled_from(["atom", "bond", "angle", "dihedral", "pair", "cmap", "x_cat"]),
+                   st.text(alphabet="abcz/-_. +%é", min_size=1, max_size=8))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(_style, min_size=1, max_size=4, unique=True), st.integers(0, 4), st.data())
+def test_random_force_fields_round_trip(tmp_path_factory, styles, rows, data):
+    """Random styles (any style string), row counts, f64 / string / array parameters with random nulls:
+    what is written reads back equal, directory and zip."""
+    from mrec.record.forcefield import CATEGORY_ARITY, ENDPOINTS
+    tables = {}
+    for cat, style in styles:
+        arity = CATEGORY_ARITY.get(cat, 2)
+        cols = {"name": [f"t{i}" for i in range(rows)]}
+        cols.update({e: [f"e{i}" if i % 2 else "" for i in range(rows)] for e in ENDPOINTS[:arity]})
+        if cat == "pair":                     # distinct unordered pairs: no restatement
+            cols["itom"], cols["jtom"] = [f"a{i}" for i in range(rows)], [f"b{i}" for i in range(rows)]
+        nulls = data.draw(st.lists(st.booleans(), min_size=rows, max_size=rows))
+        cols["p"] = [None if n else float(i) - 0.5 for i, n in enumerate(nulls)]
+        cols["s"] = data.draw(st.lists(st.text(max_size=3), min_size=rows, max_size=rows))
+        n = data.draw(st.integers(2, 3))
+        cols["grid" if cat == "cmap" else "arr"] = np.arange(rows * n * n, dtype="<f8").reshape(rows, n, n)
+        tables[(cat, style)] = cols
+    ff = mrec.ForceField(name="r", units={"length": "nm"}, tables=tables,
+                         styles=[{"category": c, "style": s} for c, s in styles])
+    p = mrec.write_record(tmp_path_factory.mktemp("ff") / "r.mrec", forcefield=ff)
+    for form in (p, mrec.pack(p, keep=True)):
+        with mrec.read_record(form) as r:
+            assert r.forcefield == ff
+            for c, s in styles:
+                assert decode_block_name(block_name(c, s)) == (c, s)
+                m = r.forcefield.mask(c, s, "p")
+                assert (m is None and not any(v is None for v in tables[(c, s)]["p"])) or \
+                    m.tolist() == [v is not None for v in tables[(c, s)]["p"]]

@@ -594,7 +594,9 @@ def _tables_frame(tables: Any, masks: Any) -> Frame:
         for c, v in cols.items():
             v, m = _with_nulls(v)
             out[c] = v
-            if isinstance(v, (list, tuple)) and canonical_dtype(c) is None:
+            if isinstance(v, (list, tuple)) and (c in ENDPOINTS or c in ANNOTATIONS):
+                hints.setdefault(b, {})[c] = "string"     # an empty list of labels is still string[0]
+            elif isinstance(v, (list, tuple)) and canonical_dtype(c) is None:
                 hints.setdefault(b, {})[c] = "f64"        # a list of ints has no width: a parameter is f64
             if m is not None:
                 all_masks.setdefault(b, {})[c] = m

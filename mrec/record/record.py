@@ -206,12 +206,8 @@ def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
     if not _substantive(rec):
         raise _refuse("empty_record", "a record holds meta plus at least one of frame, system, trajectory, "
                                       "forcefield or status", final)
-    parent, name = os.path.split(final)
-    fs.makedirs(parent)
-    tmp = os.path.join(parent, f"{TEMP_MARK}{name}.{secrets.token_hex(4)}")
-    store = DirectoryStore(tmp, fs=fs)
-    try:
-        store.makedirs("")
+
+    def build(store) -> list[str]:
         write_group(store, "", rec.root_attrs)                 # the root first,
         keys = [meta_key("")]
         write_group(store, "meta", rec.meta)                   # then meta/,
@@ -243,21 +239,9 @@ def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
             if key not in written:
                 store.set(key, raw)
                 keys.append(key)
-        _fsync_tree(store, keys)
-        if fs.exists(final):
-            old = os.path.join(parent, f"{TEMP_MARK}old-{name}.{secrets.token_hex(4)}")
-            fs.rename(final, old)
-            fs.rename(tmp, final)
-            fs.fsync_dir(parent)
-            remove_tree(fs, old) if fs.is_dir(old) else fs.remove(old)
-        else:
-            fs.rename(tmp, final)
-            fs.fsync_dir(parent)
-    except BaseException:
-        if fs.exists(tmp):
-            remove_tree(fs, tmp)
-        raise
-    return Path(final)
+        return keys
+
+    return _new_store(final, build, overwrite=overwrite, fs=fs)
 
 
 def _groups(sections: Mapping | None) -> dict[str, Group]:

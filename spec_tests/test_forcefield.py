@@ -709,3 +709,38 @@ def test_random_force_fields_round_trip(tmp_path_factory, styles, rows, data):
                 m = r.forcefield.mask(c, s, "p")
                 assert (m is None and not any(v is None for v in tables[(c, s)]["p"])) or \
                     m.tolist() == [v is not None for v in tables[(c, s)]["p"]]
+
+
+def test_a_failure_part_way_adds_nothing(tmp_path):
+    """write_section and write_frame build under a temporary name: a failure part-way (a full disk at
+    the n-th file) leaves the record exactly as it was, with no temporary left behind."""
+    from mrec.fs import PosixFileSystem
+    from test_record import tree_hash
+
+    class Failing(PosixFileSystem):
+        def __init__(self, after):
+            self.left = after
+
+        def replace(self, path, data, *, fsync=False):
+            self.left -= 1
+            if self.left < 0:
+                raise OSError(28, "No space left on device")
+            return super().replace(path, data, fsync=fsync)
+
+    p = mrec.write_record(tmp_path / "r.mrec", status={"state": "running"})
+    before = tree_hash(p)
+    for after in (0, 2, 5, 9, 20):
+        with pytest.raises(OSError):
+            mrec.write_section(p, "forcefield", tip3p(), fs=Failing(after))
+        assert tree_hash(p) == before, after
+    for after in (0, 2, 5, 9):
+        with pytest.raises(OSError):
+            mrec.write_frame(p, FRAME, group="frames/0", fs=Failing(after))
+        # a missing parent group is made first (an empty group, valid on its own); the frame never appears
+        assert set(os.listdir(p)) <= {"zarr.json", "meta", "status", "frames"}, after
+        assert not (p / "frames" / "0").exists()
+        assert mrec.read_record(p).forcefield is None
+        assert not [n for _, ds, fs_ in os.walk(p) for n in ds + fs_ if n.startswith(".mrec-tmp")], after
+    with pytest.raises(OSError):
+        mrec.write_frame(tmp_path / "bare.zarr", FRAME, fs=Failing(3))
+    assert sorted(os.listdir(tmp_path)) == ["r.mrec"]

@@ -714,18 +714,7 @@ def test_random_force_fields_round_trip(tmp_path_factory, styles, rows, data):
 def test_a_failure_part_way_adds_nothing(tmp_path):
     """write_section and write_frame build under a temporary name: a failure part-way (a full disk at
     the n-th file) leaves the record exactly as it was, with no temporary left behind."""
-    from mrec.fs import PosixFileSystem
-    from test_record import tree_hash
-
-    class Failing(PosixFileSystem):
-        def __init__(self, after):
-            self.left = after
-
-        def replace(self, path, data, *, fsync=False):
-            self.left -= 1
-            if self.left < 0:
-                raise OSError(28, "No space left on device")
-            return super().replace(path, data, fsync=fsync)
+    from test_record import FullDisk as Failing, tree_hash
 
     p = mrec.write_record(tmp_path / "r.mrec", status={"state": "running"})
     before = tree_hash(p)

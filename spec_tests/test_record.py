@@ -21,6 +21,7 @@ from hypothesis import given, settings, strategies as st
 
 import mrec
 from mrec.errors import RefusalError
+from mrec.fs import PosixFileSystem
 from mrec.record.dtypes import DTYPES, NUMPY_DTYPES
 from mrec.record.fixed import fixed_layout
 from mrec.record.metrics import safe_name, unsafe_name
@@ -356,23 +357,24 @@ def test_existing_path_is_refused_and_left_alone(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["r.mrec"]                  # no temporary left behind
 
 
+class FullDisk(PosixFileSystem):
+    """A file system whose disk fills up after ``after`` file writes (replace)."""
+
+    def __init__(self, after):
+        self.left = after
+
+    def replace(self, path, data, *, fsync=False):
+        self.left -= 1
+        if self.left < 0:
+            raise OSError(28, "No space left on device")
+        return super().replace(path, data, fsync=fsync)
+
+
 def test_crash_while_writing_leaves_no_record(tmp_path):
     """The record appears under its name only once complete: a failure part-way leaves nothing."""
-    from mrec.fs import PosixFileSystem
-
-    class Failing(PosixFileSystem):
-        def __init__(self, after):
-            self.left = after
-
-        def replace(self, path, data, *, fsync=False):
-            self.left -= 1
-            if self.left < 0:
-                raise OSError(28, "No space left on device")
-            return super().replace(path, data, fsync=fsync)
-
     for after in (0, 3, 10, 25):
         with pytest.raises(OSError):
-            full_record(tmp_path / "r.mrec", fs=Failing(after))
+            full_record(tmp_path / "r.mrec", fs=FullDisk(after))
         assert os.listdir(tmp_path) == [], after
 
 

@@ -314,7 +314,12 @@ class _Checker:
             ff, _ = read_forcefield(self.store)
         except MrecError as exc:
             kind = getattr(exc, "kind", "error")
-            self.add(FF_KIND_RULES.get(kind) or KIND_RULES.get(kind, "FF-1"), exc.path or where, exc.detail, kind)
+            rule = FF_KIND_RULES.get(kind) or KIND_RULES.get(kind, "FF-1")
+            if "cmap grid" in exc.detail:
+                rule = "FF-13"
+            elif "one_four" in exc.detail or "nharmonic" in exc.detail:
+                rule = "FF-15"
+            self.add(rule, exc.path or where, exc.detail, kind)
             return
         found["forcefield"] = ff
         meta = nodes.get("meta")
@@ -409,6 +414,7 @@ FF_RULES: dict[str, str] = {
     "FF-12": "no declared precision, no structural shape on a style table",
     "FF-13": "a cmap grid is f64[T,N,N], N >= 2",
     "FF-14": "a pair table restates a pair only with equal parameters",
+    "FF-15": "registered styles: pair.lj/charmm one_four regular|epsilon14, dihedral.nharmonic a1..aN contiguous",
     "FF-17": "linking by name: unresolved names are reported as warnings",
 }
 RULES.update(FF_RULES)

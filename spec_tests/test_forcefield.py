@@ -375,6 +375,27 @@ READ_REFUSALS = [
     (_replace(f"{P}/jtom", ["OW", "HW", "OW"], "string"), "pair_conflict", "FF-14"),
     (lambda p: _attrs(p, B, lambda a: a.update(structural_shape=[1])), "structural_shape_mismatch", "FF-12"),
     (_replace(f"{P}/_validity/epsilon", [1, 0, 0], "u8"), "bad_validity", "N-1.4c"),
+    (lambda p: _attrs(p, "forcefield", lambda a: a["source"].update(sha256="F" * 64)), "bad_forcefield", "FF-6"),
+    (lambda p: _attrs(p, "forcefield", lambda a: a["special_bonds"].pop("coul")), "missing_key", "FF-2"),
+    (lambda p: _attrs(p, "forcefield", lambda a: a["styles"][2]["params"].update(cutoff=None)), "bad_forcefield",
+     "FF-6"),
+    (_replace("forcefield/atom.full/desc", [1.0, 2.0], "f64"), "bad_annotation", "FF-10"),
+    (_replace(f"{P}/itom", ["OW", "HW"], "string"), "row_count_mismatch", "N-1.4c"),
+    (_replace(f"{B}/r0", [["a", "b"]], "string"), "bad_parameter", "FF-11"),
+    (_replace(f"{B}/k", np.zeros((1, 0)), "f64"), "bad_parameter", "FF-11"),
+    (lambda p: _attrs(p, "forcefield", lambda a: a.update(styles=[{**s, "endpoint_key": "smirks"} if
+                                                                 s["category"] == "bond" else s
+                                                                 for s in a["styles"]])), "bad_endpoint", "FF-9"),
+]
+#: Refusals of a stored cmap force field (cmap_ff()).
+CMAP_READ_REFUSALS = [
+    (_replace("forcefield/cmap.charmm/grid", np.zeros((2, 3, 4)), "f64"), "bad_parameter", "FF-13"),
+    (_replace("forcefield/cmap.charmm/grid", np.zeros((2, 1, 1)), "f64"), "bad_parameter", "FF-13"),
+    (_replace("forcefield/cmap.charmm/grid", np.zeros((2, 9)), "f64"), "bad_parameter", "FF-13"),
+    (_replace("forcefield/cmap.charmm/mtom", [1.0, 2.0], "f64"), "bad_endpoint", "FF-9"),
+    (_replace("forcefield/cmap.charmm/type_id", [1, 2], "i64"), "canonical_dtype", "FF-11"),
+    (lambda p: (Path(p) / "forcefield/cmap.charmm/ltom").rename(Path(p) / "forcefield/cmap.charmm/zz"),
+     "bad_endpoint", "FF-9"),
 ]
 
 
@@ -384,7 +405,17 @@ READ_REFUSALS = [
 def test_read_refusals(tmp_path, tamper, kind, rule, packed):
     """A stored force field breaking a rule is refused on read with the write side's kind; ``mrec
     validate`` reports it under its rule id (directory and zip)."""
-    p = mrec.write_record(tmp_path / "t.mrec", forcefield=tip3p())
+    _refused_on_read(tmp_path, tip3p(), tamper, kind, rule, packed)
+
+
+@pytest.mark.parametrize("tamper,kind,rule", CMAP_READ_REFUSALS, ids=[f"{k}-{i}" for i, (_, k, _r) in
+                                                                      enumerate(CMAP_READ_REFUSALS)])
+def test_cmap_read_refusals(tmp_path, tamper, kind, rule):
+    _refused_on_read(tmp_path, cmap_ff(), tamper, kind, rule, False)
+
+
+def _refused_on_read(tmp_path, ff, tamper, kind, rule, packed):
+    p = mrec.write_record(tmp_path / "t.mrec", forcefield=ff)
     tamper(p)
     target = mrec.pack(p, keep=True) if packed else p
     with pytest.raises(mrec.RefusalError) as e:

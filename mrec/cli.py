@@ -66,6 +66,8 @@ def _info(path: str, as_json: bool) -> int:
                                                  if a["path"].startswith(f"{section}/{b}/")
                                                  and "/_validity/" not in a["path"]]}
                 info[section] = {"blocks": blocks}
+        if isinstance(read_node(store, "forcefield"), GroupMetadata):
+            info["forcefield"] = _forcefield_info(store)
         if isinstance(read_node(store, "trajectory"), GroupMetadata):
             r = TrajectoryReader(None, store=store)
             steps = r.steps
@@ -89,6 +91,8 @@ def _info(path: str, as_json: bool) -> int:
         if section in info:
             print(f"  {section}: " + "; ".join(f"{b}[{d['count']}] {', '.join(d['columns'])}"
                                                for b, d in info[section]["blocks"].items()))
+    if "forcefield" in info:
+        _print_forcefield(info["forcefield"])
     if "trajectory" in info:
         t = info["trajectory"]
         print(f"  trajectory: {t['frames']} frames, steps {t['steps']}, time {'yes' if t['time'] else 'no'}")
@@ -100,6 +104,41 @@ def _info(path: str, as_json: bool) -> int:
         print(f"  {a['path']:44s} {a['dtype']:10s} {str(a['shape']):16s} {'+'.join(a['codecs']):44s} "
               f"{a['bytes']:>10d}  x{a['ratio']}")
     return 0
+
+
+def _forcefield_info(store) -> dict:
+    """The force field of ``mrec info``: its document's keys and one entry per style table."""
+    from .record.forcefield import block_name, read_forcefield
+    try:
+        ff, _ = read_forcefield(store)
+    except MrecError as exc:                      # info still describes the rest; validate says more
+        return {"error": str(exc), "kind": getattr(exc, "kind", None)}
+    tables = {}
+    for s in ff.styles:
+        b = block_name(s["category"], s["style"])
+        cols = ff.tables.blocks[b]
+        tables[b] = {"category": s["category"], "style": s["style"], "rows": ff.tables.counts[b],
+                     "columns": {c: ("string" if a.dtype == object else str(a.dtype.name)) + (
+                         str(list(a.shape[1:])) if a.ndim > 1 else "") for c, a in cols.items()},
+                     **{k: s[k] for k in ("params", "endpoint_key", "expression") if k in s}}
+    return {"name": ff.name, "units": ff.units, **({"source": ff.source} if ff.source else {}),
+            **({"special_bonds": ff.special_bonds} if ff.special_bonds else {}), "tables": tables,
+            "unnamed_tables": ff.unnamed_tables(), "other_keys": sorted(ff.extra)}
+
+
+def _print_forcefield(d: dict) -> None:
+    if "error" in d:
+        print(f"  forcefield: unreadable ({d['kind']}): {d['error']}")
+        return
+    units = ", ".join(f"{k}={v}" for k, v in d["units"].items())
+    print(f"  forcefield: {d['name']!r} ({units}), {len(d['tables'])} styles"
+          + (f", special_bonds lj {d['special_bonds']['lj']} coul {d['special_bonds']['coul']}"
+             if "special_bonds" in d else ""))
+    for b, t in d["tables"].items():
+        extra = f" params {t['params']}" if "params" in t else ""
+        print(f"    {t['category']} {t['style']!r} [{b}] {t['rows']} rows: {', '.join(t['columns'])}{extra}")
+    if d["unnamed_tables"]:
+        print(f"    tables no style names (kept): {', '.join(d['unnamed_tables'])}")
 
 
 def _validate(path: str, deep: bool, as_json: bool) -> int:

@@ -31,6 +31,7 @@ import numpy as np
 from .errors import CorruptionError, RefusalError
 from .pack import pack
 from .record.dtypes import DTYPES, NUMPY_DTYPES, dtype_of_array
+from .record.forcefield import ForceField
 from .record.fixed import write_fixed_array
 from .record.model import Box, Frame
 from .record.record import read_record, write_record
@@ -167,6 +168,12 @@ def _frame_section(f: Frame) -> dict:
     return {"meta": _meta(f.meta, f.meta_types), "box": _box(f.box), "blocks": blocks}
 
 
+def _forcefield(ff) -> dict:
+    """The force field: its document verbatim and its tables (every block, unnamed ones included) as
+    frame blocks (count, structural_shape, targets, attrs, columns)."""
+    return {"document": ff.document(), "tables": _frame_section(ff.tables)["blocks"]}
+
+
 def _trajectory(r) -> dict:
     schema = r.schema
     frames = []
@@ -230,6 +237,8 @@ def describe(path) -> dict:
                 "steps": None if s.steps is None else encode_column(s.steps, "i64"),
                 "wall_time": s.wall_time}
             for k, s in sorted(rec.metrics.series.items())}
+        if rec.forcefield is not None:                 # only when present (older sidecars have no such key)
+            out["forcefield"] = _forcefield(rec.forcefield)
         out["trajectory"] = None if rec.trajectory is None else _trajectory(rec.trajectory)
         out["unknown_keys"] = sorted(rec.unknown)
         out["arrays"] = _arrays(rec.store)
@@ -794,8 +803,9 @@ def _build_whole(path: Path) -> None:
 
 
 def plant_unknown_nodes(store) -> None:
-    """Add content mrec does not model to a record with ``frame/atoms``: an unknown root section (a
-    force field), a child group inside a block, an array beside the blocks, an unknown section."""
+    """Add content mrec does not model to a record with ``frame/atoms``: a force field whose only table no
+    style names (kept inside the force field), a child group inside a block, an array beside the blocks, an
+    unknown section."""
     write_group(store, "forcefield", {"name": "tip3p", "units": {"preset": "real"}, "styles": []})
     write_group(store, "forcefield/pair.lj%2Fcut", {"count": 2})
     write_fixed_array(store, "forcefield/pair.lj%2Fcut/name", np.array(["a", "b"], dtype=object), "string")
@@ -819,16 +829,64 @@ def _build_unknown_content(path: Path) -> None:
 
 
 def _build_forcefield_only(path: Path) -> None:
-    tmp = path.with_name(path.name + ".seed")
-    _clear(tmp)
-    write_record(tmp, meta={"creator": {"name": "x"}}, frame={"blocks": {"a": {"x": [1.0]}}})
-    with read_record(tmp) as rec:
-        rec.frame = None
-        rec.unknown = {"forcefield/zarr.json": json.dumps(
-            {"zarr_format": 3, "node_type": "group",
-             "attributes": {"name": "ff", "units": {"preset": "real"}, "styles": []}}, indent=2).encode()}
-        rec.write(path)
-    _clear(tmp)
+    write_record(path, meta={"creator": {"name": "x"}}, forcefield={"name": "ff", "units": {"preset": "real"},
+                                                                   "styles": []})
+
+
+def tip3p_forcefield() -> dict:
+    """A TIP3P force field: atom, bond and pair styles, nulls (absent parameters), annotations, source,
+    special_bonds and an unknown document key."""
+    return {"name": "TIP3P", "units": {"preset": "real", "angle": "degree"},
+            "source": {"format": "lammps", "uri": "tip3p.lmp", "sha256": "0" * 63 + "f"},
+            "special_bonds": {"lj": [0.0, 0.0, 0.5], "coul": [0.0, 0.0, 0.8333]},
+            "styles": [{"category": "atom", "style": "full"}, {"category": "bond", "style": "harmonic"},
+                       {"category": "angle", "style": "harmonic"},
+                       {"category": "pair", "style": "lj/cut/coul/long",
+                        "params": {"cutoff": 10.0, "mixing": "arithmetic"}}],
+            "tables": {("atom", "full"): {"name": ["OW", "HW"], "element": ["O", "H"], "mass": [15.999, 1.008],
+                                          "charge": [-0.834, 0.417], "desc": ["water oxygen", None]},
+                       ("bond", "harmonic"): {"name": ["OW-HW"], "itom": ["OW"], "jtom": ["HW"],
+                                              "k": [529.581], "r0": [0.9572]},
+                       ("angle", "harmonic"): {"name": ["HW-OW-HW"], "itom": ["HW"], "jtom": ["OW"],
+                                               "ktom": ["HW"], "k": [34.05], "theta0": [104.52]},
+                       ("pair", "lj/cut/coul/long"): {"name": ["OW", "HW", "OW-HW"], "itom": ["OW", "HW", "OW"],
+                                                      "jtom": ["OW", "HW", "HW"], "epsilon": [0.1521, None, None],
+                                                      "sigma": [3.1507, None, None]}},
+            "x_vendor": {"note": "unknown keys are kept", "null": None}}
+
+
+def _cmap_forcefield() -> dict:
+    grid = np.round(np.sin(np.arange(2 * 24 * 24, dtype="<f8") / 7.0), 6).reshape(2, 24, 24)
+    return {"name": "cmap-and-more", "units": {"length": "nm", "energy": "kJ/mol", "angle": "degree"},
+            "styles": [{"category": "atom", "style": "full"},
+                       {"category": "cmap", "style": "charmm"},
+                       {"category": "bond", "style": "harmonic", "endpoint_key": "class"},
+                       {"category": "constraint", "style": "fixed", "endpoint_key": "smirks"},
+                       {"category": "urey_bradley", "style": "harm", "expression": "k_ub*(distance(p1,p3)-r_ub)^2"},
+                       {"category": "dihedral", "style": "nharmonic"},
+                       {"category": "pair", "style": "coul/cut", "params": {"cutoff": 1.2}}],
+            "tables": {("atom", "full"): {"name": ["C", "N"], "class": ["c", "n"], "atomic_number":
+                                          np.array([6, 7], "<u8")},
+                       ("cmap", "charmm"): {"name": ["1", "2"], **{e: ["C", ""] for e in
+                                                                   ("itom", "jtom", "ktom", "ltom", "mtom")},
+                                            "grid": grid},
+                       ("bond", "harmonic"): {"name": ["c-n"], "itom": ["c"], "jtom": ["n"], "k": [1000.0],
+                                              "r0": [0.13]},
+                       ("constraint", "fixed"): {"name": ["c1"], "smirks": ["[#6:1]-[#1:2]"], "r0": [None]},
+                       ("urey_bradley", "harm"): {"name": ["u"], "itom": ["C"], "jtom": ["N"], "ktom": ["C"],
+                                                  "k_ub": [1.5], "r_ub": [0.25]},
+                       ("dihedral", "nharmonic"): {"name": ["d"], **{e: ["C"] for e in ("itom", "jtom", "ktom",
+                                                                                          "ltom")},
+                                                   "a1": [1.0], "a2": [-0.5], "a3": [0.25]},
+                       ("pair", "coul/cut"): {},
+                       "x.table_no_style_names": {"v": ["kept"]}}}
+
+
+def _build_forcefield_with_system(path: Path) -> None:
+    system = {"blocks": {"atoms": {"type": ["OW", "HW", "HW", "NA"], "x": [0.0, 0.96, -0.24, 5.0]},
+                         "bonds": {"atomi": np.array([0, 0], "<u8"), "atomj": np.array([1, 2], "<u8"),
+                                   "type": ["OW-HW", "OW-HW"], "style": ["harmonic", "harmonic"]}}}
+    write_record(path, meta={"creator": {"name": "x"}}, system=system, forcefield=tip3p_forcefield())
 
 
 def _record(**kw):
@@ -838,6 +896,8 @@ def _record(**kw):
             for name in ("frame", "system"):
                 if name in kw:
                     assert getattr(rec, name) == Frame.from_any(kw[name]).rounded(), (path, name)
+            if "forcefield" in kw:
+                assert rec.forcefield == ForceField.from_any(kw["forcefield"]), path
     return build
 
 
@@ -973,12 +1033,23 @@ VALID: list[_Valid] = [
            "reads as an empty document)", ("N-1.1b",), _build_trajectory_only),
     _Valid("frame_undefined_cell", "frame/ with an undefined cell", ("N-2.4f",),
            _record(frame={"blocks": {"a": {"x": [0.0]}}, "box": Box(defined=False, origin=[1.0, 2.0, 3.0])})),
-    _Valid("unknown_content", "unknown root sections (forcefield, x_section), an unknown group inside a block, an "
-           "array beside the blocks, an unknown meta key with null, a metrics WAL line past the watermark (and a torn "
+    _Valid("unknown_content", "an unknown root section (x_section), a force-field table no style names, an unknown "
+           "group inside a block, an array beside the blocks, an unknown meta key with null, a metrics WAL line past the watermark (and a torn "
            "one)",
            ("N-1.1c", "N-6.2"), _build_unknown_content),
-    _Valid("forcefield_only", "meta plus a forcefield group only (mrec keeps it as unknown content)", ("N-1.1b",),
+    _Valid("forcefield_only", "meta plus a force field (no styles) only: a force-field package", ("N-1.1b", "FF-16"),
            _build_forcefield_only),
+    _Valid("forcefield_tip3p", "a force field: atom / bond / angle / pair styles, percent-encoded block names, "
+           "absent parameters as nulls, an annotation, source, special_bonds, an unknown document key",
+           ("FF-1", "FF-2", "FF-3", "FF-4", "FF-5", "FF-6", "FF-8", "FF-9", "FF-10", "FF-11", "FF-16"),
+           _record(meta={"creator": {"name": "x"}}, forcefield=tip3p_forcefield())),
+    _Valid("forcefield_cmap", "cmap grids f64[2,24,24], a class-keyed and a smirks-keyed style, a category outside "
+           "the registry with an expression, nharmonic a1..a3, a u64 canonical parameter, a 0-row table, a table "
+           "no style names", ("FF-7", "FF-9", "FF-11", "FF-13"),
+           _record(meta={"creator": {"name": "x"}}, forcefield=_cmap_forcefield())),
+    _Valid("forcefield_with_system", "a system linked to a force field by name (atoms.type, bonds.type + style); "
+           "NA resolves to no row (a validator warning, never a refusal)", ("FF-17",),
+           _build_forcefield_with_system),
     _Valid("status_only", "meta plus status: the smallest substantive record", ("N-1.1b",),
            _record(meta={"creator": {"name": "x"}}, status={"state": "queued"})),
 ]
@@ -1118,6 +1189,17 @@ def _system_traj_base(path: Path) -> None:
             w.append({"blocks": {"atoms": {"x": np.array([1.0, 2.0]) * i}}})
 
 
+def _ff_base(path: Path) -> None:
+    write_record(path, meta={"creator": {"name": "x"}}, forcefield=tip3p_forcefield())
+
+
+def _ff_attrs(edit: Callable[[dict], Any]):
+    return _edit_json("forcefield", lambda d: edit(d["attributes"]))
+
+
+_FF_PAIR = "forcefield/pair.lj%2Fcut%2Fcoul%2Flong"
+
+
 def _set_system_rows(path: Path) -> None:
     _set_attr(path, "system/atoms", "count", 3)
     _replace_fixed("system/atoms/id", np.arange(3, dtype="<u8"), "u64")(path)
@@ -1211,6 +1293,39 @@ INVALID: list[_Invalid] = [
     _Invalid("target_out_of_range", "a frame targets column pointing past system/atoms", "bad_reference",
              ("N-2.6a",), _frame_base, _both(lambda p: _set_attr(p, "system/atoms", "count", 1),
                                              _set_field("system/atoms/id", "shape", [1]))),
+    _Invalid("ff_no_units", "a force-field document without units", "missing_units", ("FF-3",), _ff_base,
+             _ff_attrs(lambda a: a.pop("units"))),
+    _Invalid("ff_units_disagree", "units {preset: real, angle: radian}: a quantity disagreeing with its preset",
+             "bad_units", ("FF-3",), _ff_base, _ff_attrs(lambda a: a.update(units={"preset": "real",
+                                                                                   "angle": "radian"}))),
+    _Invalid("ff_unknown_preset", "units.preset gromacs", "bad_units", ("FF-3",), _ff_base,
+             _ff_attrs(lambda a: a["units"].update(preset="gromacs"))),
+    _Invalid("ff_no_name", "a force-field document without name", "missing_key", ("FF-2",), _ff_base,
+             _ff_attrs(lambda a: a.pop("name"))),
+    _Invalid("ff_category_case", "a style of category 'Bond'", "bad_forcefield", ("FF-6",), _ff_base,
+             _ff_attrs(lambda a: a["styles"][1].update(category="Bond"))),
+    _Invalid("ff_style_twice", "the (category, style) pair bond harmonic declared twice", "bad_forcefield",
+             ("FF-6",), _ff_base, _ff_attrs(lambda a: a["styles"].append({"category": "bond", "style": "harmonic"}))),
+    _Invalid("ff_missing_table", "a declared style whose table group is gone (bond.harmonic renamed)",
+             "missing_table", ("FF-7",), _ff_base,
+             lambda p: (p / "forcefield/bond.harmonic").rename(p / "forcefield/bond.harm")),
+    _Invalid("ff_duplicate_name", "a pair table whose name column repeats a name", "bad_name", ("FF-8",), _ff_base,
+             _replace_fixed(f"{_FF_PAIR}/name", np.array(["OW", "OW", "x"], dtype=object), "string")),
+    _Invalid("ff_endpoint_beyond_arity", "a bond table with a ktom column (arity 2)", "bad_endpoint", ("FF-9",),
+             _ff_base, _replace_fixed("forcefield/bond.harmonic/ktom", np.array(["X"], dtype=object), "string")),
+    _Invalid("ff_parameter_integer", "a bond parameter k stored as int32 (parameters are f64 or string)",
+             "bad_parameter", ("FF-11",), _ff_base,
+             _replace_fixed("forcefield/bond.harmonic/k", np.array([529], "<i4"), "i32")),
+    _Invalid("ff_parameter_nan", "a NaN in a non-null parameter row (absent is a null, never NaN)",
+             "bad_parameter", ("FF-11",), _ff_base,
+             _replace_fixed("forcefield/bond.harmonic/r0", np.array([float("nan")]), "f64")),
+    _Invalid("ff_precision", "a precision attribute on a force-field column", "bad_precision", ("FF-12",),
+             _ff_base, lambda p: _set_attr(p, "forcefield/bond.harmonic/k", "precision", 0.001)),
+    _Invalid("ff_pair_conflict", "two pair rows naming {OW, OW} with different epsilon", "pair_conflict",
+             ("FF-14",), _ff_base, _replace_fixed(f"{_FF_PAIR}/jtom", np.array(["OW", "HW", "OW"], dtype=object),
+                                                  "string")),
+    _Invalid("ff_meta_types", "a _meta_types key in the (untyped) force-field document", "reserved_meta_key",
+             ("FF-2",), _ff_base, _ff_attrs(lambda a: a.update(_meta_types={"name": "string"}))),
 ]
 
 

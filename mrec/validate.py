@@ -244,6 +244,7 @@ class _Checker:
                          where=self.where(name))
             if self.deep:
                 self.check_grid_frame(name, f)
+        self.check_forcefield(nodes, found)
         if isinstance(nodes.get("observables"), GroupMetadata):
             self.attempt(read_observables, self.store, rule=None, where=self.where("observables"))
         if isinstance(nodes.get("metrics"), GroupMetadata):
@@ -296,6 +297,38 @@ class _Checker:
                         self.add("N-2.3", arr.name, f"values off the grid of the declared precision "
                                  f"{cd.precision}", "precision_mismatch", "warning")
         return reader
+
+    # -- the force field (mrec-notes §9.1; rules FF-*) ------------------------------------
+    def check_forcefield(self, nodes: dict, found: dict) -> None:
+        """Every force-field rule (a refusal names its FF rule); names the system uses that resolve to
+        no row are warnings (linking is by name, never a format error)."""
+        from .record.forcefield import read_forcefield, unresolved_links
+        node = nodes.get("forcefield")
+        if node is None:
+            return
+        where = self.where("forcefield")
+        if not isinstance(node, GroupMetadata):
+            self.add("FF-1", where, "forcefield is a frame-shaped group, found an array", "bad_layout")
+            return
+        try:
+            ff, _ = read_forcefield(self.store)
+        except MrecError as exc:
+            kind = getattr(exc, "kind", "error")
+            rule = FF_KIND_RULES.get(kind) or KIND_RULES.get(kind, "FF-1")
+            if "cmap grid" in exc.detail:
+                rule = "FF-13"
+            elif "one_four" in exc.detail or "nharmonic" in exc.detail:
+                rule = "FF-15"
+            self.add(rule, exc.path or where, exc.detail, kind)
+            return
+        found["forcefield"] = ff
+        meta = nodes.get("meta")
+        if isinstance(meta, GroupMetadata) and meta.attributes.get("molrec_version") == 1:
+            self.add("N-0", where, "a version-1 record's force-field numbers follow the pre-LAMMPS definitions; "
+                     "a reader converts them exactly or refuses (mrec refuses)", "bad_version")
+        for message in unresolved_links(found.get("system"), ff):
+            self.add("FF-17", self.where("system"), f"{message} (linking is by name: an unresolved name is "
+                     "reported, never refused)", "unresolved_name", "warning")
 
     # -- deep: every chunk ---------------------------------------------------------------
     def logical_rows(self, sections: dict) -> dict[str, int]:
@@ -363,6 +396,35 @@ def _read_every_chunk(arr: Array, rows: int | None) -> int:
         arr.read(slice(lo, min(n, lo + step)))
         count += 1
     return count
+
+
+#: The force-field rules (docs/conformance.md, FF-*) the validator reports.
+FF_RULES: dict[str, str] = {
+    "FF-1": "forcefield is frame-shaped: the document as attributes, one block per style at <category>.<encoded style>",
+    "FF-2": "the document: name required, plain finite JSON, unknown keys kept, no _meta_types",
+    "FF-3": "units: a preset and/or quantity strings; a quantity beside a preset agrees with it",
+    "FF-4": "source.format required; sha256 64 lowercase hex",
+    "FF-5": "special_bonds: lj and coul, three finite numbers each",
+    "FF-6": "styles: category ^[a-z][a-z0-9_]*$, style non-empty, params number|string, endpoint_key, each pair once",
+    "FF-7": "every style has its table (possibly 0 rows)",
+    "FF-8": "name: string, never null, unique within a table",
+    "FF-9": "endpoints: the first <arity> of itom..mtom, strings, never null; smirks / class keys",
+    "FF-10": "annotations: nullable strings",
+    "FF-11": "parameters: f64 or string (canonical keys at their dtype); arrays f64[T,S...]; finite non-null rows",
+    "FF-12": "no declared precision, no structural shape on a style table",
+    "FF-13": "a cmap grid is f64[T,N,N], N >= 2",
+    "FF-14": "a pair table restates a pair only with equal parameters",
+    "FF-15": "registered styles: pair.lj/charmm one_four regular|epsilon14, dihedral.nharmonic a1..aN contiguous",
+    "FF-17": "linking by name: unresolved names are reported as warnings",
+}
+RULES.update(FF_RULES)
+#: The FF rule of a force-field refusal kind.
+FF_KIND_RULES: dict[str, str] = {
+    "missing_key": "FF-2", "bad_forcefield": "FF-6", "reserved_meta_key": "FF-2", "missing_units": "FF-3",
+    "bad_units": "FF-3", "missing_table": "FF-7", "bad_name": "FF-8", "bad_endpoint": "FF-9",
+    "bad_annotation": "FF-10", "bad_parameter": "FF-11", "canonical_dtype": "FF-11", "bad_precision": "FF-12",
+    "structural_shape_mismatch": "FF-12", "pair_conflict": "FF-14",
+}
 
 
 def validate(path, *, deep: bool = False, progress: Progress | None = None, fs=None) -> Report:

@@ -53,15 +53,22 @@ def _write_box(store, path: str, box: Box) -> list[str]:
     return keys
 
 
-def write_frame_group(store, path: str, frame: Any, *, compression=None) -> list[str]:
+def write_frame_group(store, path: str, frame: Any, *, compression=None,
+                      attributes: dict | None = None) -> list[str]:
     """Write ``frame`` (a Frame or anything :meth:`Frame.from_any` takes) as the group ``path``.
 
     Precision columns are rounded to their grid first (the stored values are
     the rounded ones).  Returns the keys written, each group's ``zarr.json``
     before its children.  The store is expected not to hold ``path`` yet.
+    ``attributes`` replaces the typed meta document as the group's attribute
+    map (a plain-JSON document such as the force field's; ``frame.meta`` is
+    then ignored).
     """
     f = Frame.from_any(frame).rounded()
-    attrs, _ = encode_meta_document(f.meta, f.meta_types, store.describe(path))
+    if attributes is None:
+        attrs, _ = encode_meta_document(f.meta, f.meta_types, store.describe(path))
+    else:
+        attrs = dict(attributes)
     write_group(store, path, attrs)
     keys = [meta_key(path)]
     for b, cols in f.blocks.items():
@@ -89,11 +96,13 @@ def write_frame_group(store, path: str, frame: Any, *, compression=None) -> list
 # -- read -------------------------------------------------------------------------
 
 class FrameGroup:
-    """What :func:`read_frame_group` found: the frame and the keys it did not consume."""
+    """What :func:`read_frame_group` found: the frame, the keys it did not consume and the
+    group's attribute map as stored."""
 
-    def __init__(self, frame: Frame, unknown: list[str]):
+    def __init__(self, frame: Frame, unknown: list[str], attributes: dict | None = None):
         self.frame = frame
         self.unknown = unknown
+        self.attributes = {} if attributes is None else attributes
 
 
 def _refuse(kind: str, message: str, where: str) -> RefusalError:
@@ -149,8 +158,15 @@ def _read_box(store, path: str, group: GroupMetadata, consumed: set[str]) -> Box
         raise _refuse(exc.kind, exc.detail, where) from None
 
 
-def read_frame_group(store, path: str) -> FrameGroup:
-    """Read the frame-shaped group at ``path`` (refusals name the offending node)."""
+def read_frame_group(store, path: str, *, typed_meta: bool = True, cell: bool = True) -> FrameGroup:
+    """Read the frame-shaped group at ``path`` (refusals name the offending node).
+
+    ``path`` may be any group of the store, ``""`` (the root) included.  With
+    ``typed_meta=False`` the attributes are a plain document (the force
+    field's): they are not decoded into ``frame.meta`` but returned verbatim as
+    ``attributes``.  With ``cell=False`` a child group named ``box`` is not the
+    cell: it is left unread (unknown content).
+    """
     where = store.describe(path)
     group = read_node(store, path)
     if group is None:
@@ -158,7 +174,7 @@ def read_frame_group(store, path: str) -> FrameGroup:
     if not isinstance(group, GroupMetadata):
         raise _refuse("bad_layout", "a frame-shaped section is a group, found an array", where)
     consumed: set[str] = {meta_key(path)}
-    meta, tags = decode_meta_document(group.attributes, where)
+    meta, tags = decode_meta_document(group.attributes, where) if typed_meta else ({}, {})
     blocks: dict[str, dict[str, np.ndarray]] = {}
     masks: dict[str, dict[str, np.ndarray]] = {}
     counts: dict[str, int] = {}
@@ -170,6 +186,8 @@ def read_frame_group(store, path: str) -> FrameGroup:
         if not isinstance(node, GroupMetadata):
             continue                                  # an array beside the blocks: not ours, kept verbatim
         if name in FRAME_RESERVED_BLOCKS:
+            if not cell:
+                continue                              # not a cell here: kept verbatim
             box = _read_box(store, cpath, node, consumed)
             consumed.add(meta_key(cpath))
             continue
@@ -210,7 +228,7 @@ def read_frame_group(store, path: str) -> FrameGroup:
         raise _refuse(exc.kind, exc.detail, where) from None
     unknown = [k for k in store.list(path) if k not in consumed and not any(
         k.startswith(c) for c in consumed if c.endswith("/"))]
-    return FrameGroup(frame, unknown)
+    return FrameGroup(frame, unknown, dict(group.attributes))
 
 
 def _read_masks(store, vpath: str, count: int, consumed: set[str]) -> dict[str, np.ndarray]:

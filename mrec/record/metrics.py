@@ -227,28 +227,29 @@ class Metrics:
     __hash__ = None  # type: ignore[assignment]
 
     # -- store ---------------------------------------------------------------------
-    def write(self, store) -> list[str]:
+    def write(self, store, path: str = SECTION) -> list[str]:
+        """Write the section at ``path`` (``metrics``; another path when built under a temporary name)."""
         attrs = self.catalog()
-        _plain(attrs, store.describe(SECTION), "metrics catalog")
-        write_group(store, SECTION, attrs)
-        keys = [meta_key(SECTION)]
+        _plain(attrs, store.describe(path), "metrics catalog")
+        write_group(store, path, attrs)
+        keys = [meta_key(path)]
         if self.series:
             for sub in ("series", "steps", "wall_time"):
                 if sub == "series" or any(getattr(s, "steps" if sub == "steps" else sub) is not None
                                           for s in self.series.values()):
-                    write_group(store, f"{SECTION}/{sub}")
-                    keys.append(meta_key(f"{SECTION}/{sub}"))
+                    write_group(store, f"{path}/{sub}")
+                    keys.append(meta_key(f"{path}/{sub}"))
         for key, s in self.series.items():
             name = safe_name(key)
-            keys += write_fixed_array(store, f"{SECTION}/series/{name}", s.values, "f64")
+            keys += write_fixed_array(store, f"{path}/series/{name}", s.values, "f64")
             if s.steps is not None:
-                keys += write_fixed_array(store, f"{SECTION}/steps/{name}", s.steps, "i64")
+                keys += write_fixed_array(store, f"{path}/steps/{name}", s.steps, "i64")
             if s.wall_time is not None:
-                keys += write_fixed_array(store, f"{SECTION}/wall_time/{name}",
+                keys += write_fixed_array(store, f"{path}/wall_time/{name}",
                                           np.array(s.wall_time, dtype=object), "string")
         if self.wal is not None:
-            store.set(WAL, self.wal)
-            keys.append(WAL)
+            store.set(f"{path}/metrics.jsonl", self.wal)
+            keys.append(f"{path}/metrics.jsonl")
         return keys
 
     @classmethod

@@ -144,16 +144,16 @@ def check_observables(observables: Any) -> dict[str, Observable]:
 
 
 def write_observables(store, observables: Mapping[str, Observable], *, compression=None,
-                      attributes: dict | None = None) -> list[str]:
+                      attributes: dict | None = None, path: str = SECTION) -> list[str]:
     """Write the section: the group, ``meta/``, then each array and its meta group."""
-    write_group(store, SECTION, attributes or {})
-    keys = [meta_key(SECTION)]
-    write_group(store, f"{SECTION}/{META}")
-    keys.append(meta_key(f"{SECTION}/{META}"))
+    write_group(store, path, attributes or {})
+    keys = [meta_key(path)]
+    write_group(store, f"{path}/{META}")
+    keys.append(meta_key(f"{path}/{META}"))
     for name, obs in observables.items():
-        keys += write_fixed_array(store, f"{SECTION}/{name}", obs.data, obs.dtype, compression=compression)
-        write_group(store, f"{SECTION}/{META}/{name}", obs.meta)
-        keys.append(meta_key(f"{SECTION}/{META}/{name}"))
+        keys += write_fixed_array(store, f"{path}/{name}", obs.data, obs.dtype, compression=compression)
+        write_group(store, f"{path}/{META}/{name}", obs.meta)
+        keys.append(meta_key(f"{path}/{META}/{name}"))
     return keys
 
 

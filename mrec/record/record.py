@@ -2,7 +2,8 @@
 
 A record is one Zarr root holding ``meta`` (always), and any of ``status``,
 ``method`` (documents), ``frame``, ``system`` (frame-shaped), ``observables``,
-``metrics`` and ``trajectory``.  :func:`write_record` writes everything but
+``metrics``, ``forcefield`` and ``trajectory``, plus sections it does not
+model.  :func:`write_record` writes everything but
 the trajectory (a trajectory is streamed by
 :class:`~mrec.record.trajectory_write.TrajectoryWriter`, into a record made
 here or into a new one); :func:`read_record` reads a ``*.mrec`` directory or a
@@ -15,8 +16,8 @@ What mrec decides where the spec is silent (docs/user-guide.md):
   under the final name.  An existing path is refused unless
   ``overwrite=True`` (then the old tree is replaced, atomically for readers
   that open by name).
-* Everything mrec does not model -- unknown root sections (``forcefield``
-  included), unknown nodes inside known sections, the metrics WAL -- is kept
+* Everything mrec does not model -- unknown root sections, unknown nodes
+  inside known sections, the metrics WAL -- is kept
   as raw bytes per key and written back verbatim by :meth:`Record.write`;
   the trajectory is copied key by key, verbatim, too.
 * The system/trajectory 1:1 rule (mrec-notes §3.1) is checked on read
@@ -39,18 +40,21 @@ from ..zarr.array import meta_key, read_node, write_group
 from ..zarr.metadata import GroupMetadata
 from ..zarr.store import DirectoryStore
 from .documents import check_meta, check_method, check_status
+from .forcefield import ForceField, read_forcefield, write_forcefield
 from .frame_group import read_frame_group, write_frame_group
 from .lock import LOCK_NAME
 from .metrics import Metrics
-from .model import Frame
+from .model import Frame, check_node_name
+from .nodes import Group, read_group_tree, write_group_tree
 from .observables import Observable, check_observables, read_observables, write_observables
 from .trajectory_read import TRAJ, TrajectoryReader, open_store
 
 __all__ = ["Record", "write_record", "read_record", "read_frame", "sections", "check_system_alignment",
-           "KNOWN_SECTIONS", "SUBSTANTIVE_SECTIONS", "PIECE"]
+           "KNOWN_SECTIONS", "SUBSTANTIVE_SECTIONS", "PIECE", "write_frame", "write_section", "read_group"]
 
 #: Root sections mrec models, in the order they are written (``meta`` first).
-KNOWN_SECTIONS = ("meta", "status", "method", "system", "frame", "observables", "metrics", "trajectory")
+KNOWN_SECTIONS = ("meta", "status", "method", "system", "frame", "forcefield", "observables", "metrics",
+                  "trajectory")
 #: A record holds ``meta`` plus at least one of these.
 SUBSTANTIVE_SECTIONS = ("frame", "system", "trajectory", "forcefield", "status")
 PIECE = 4 * 1024 * 1024
@@ -66,12 +70,16 @@ class Record:
 
     ``meta`` / ``status`` / ``method`` are the documents (dicts, ``None`` when
     absent; ``meta`` is ``{}`` when the record has none), ``frame`` /
-    ``system`` :class:`~mrec.record.model.Frame`, ``observables`` a dict of
+    ``system`` :class:`~mrec.record.model.Frame`, ``forcefield`` a
+    :class:`~mrec.record.forcefield.ForceField`, ``observables`` a dict of
     :class:`~mrec.record.observables.Observable`, ``metrics`` a
     :class:`~mrec.record.metrics.Metrics`, ``trajectory`` a
     :class:`~mrec.record.trajectory_read.TrajectoryReader` or None.
     ``root_attrs`` are the root group's attributes; ``unknown`` maps every
-    store key mrec does not model to its bytes.
+    store key mrec does not model to its bytes; ``groups`` are sections
+    mrec does not model given as :class:`~mrec.record.nodes.Group` trees (to
+    create them: once written they read back as ``unknown`` bytes, and
+    :func:`read_group` reads one as a tree).
     """
 
     meta: dict = field(default_factory=dict)
@@ -79,19 +87,21 @@ class Record:
     method: dict | None = None
     frame: Frame | None = None
     system: Frame | None = None
+    forcefield: ForceField | None = None
     observables: dict[str, Observable] | None = None
     metrics: Metrics | None = None
     trajectory: TrajectoryReader | None = None
     root_attrs: dict = field(default_factory=dict)
     unknown: dict[str, bytes] = field(default_factory=dict)
     observables_attrs: dict = field(default_factory=dict)
+    groups: dict[str, Group] = field(default_factory=dict)
     path: str | None = None
     store: Any = None
 
     def sections(self) -> list[str]:
         """Names of the root sections present, known ones in write order, then unknown ones sorted."""
         present = [s for s in KNOWN_SECTIONS if s == "meta" or getattr(self, s) is not None]
-        extra = sorted({k.split("/", 1)[0] for k in self.unknown if "/" in k} - set(present))
+        extra = sorted(({k.split("/", 1)[0] for k in self.unknown if "/" in k} | set(self.groups)) - set(present))
         return present + extra
 
     def write(self, path, *, overwrite: bool = False, compression=None, fs=None) -> Path:
@@ -145,9 +155,19 @@ def check_system_alignment(system: Frame | None, trajectory: TrajectoryReader | 
 
 
 def _substantive(rec: Record) -> bool:
-    if rec.frame is not None or rec.system is not None or rec.status is not None or rec.trajectory is not None:
+    if rec.frame is not None or rec.system is not None or rec.status is not None or rec.trajectory is not None \
+            or rec.forcefield is not None:
         return True
     return any(k.startswith(("forcefield/", "trajectory/")) for k in rec.unknown)
+
+
+def _check_forcefield_version(rec: Record, where: str | None) -> None:
+    """A version-1 record (``meta.molrec_version == 1``) holds its force-field numbers by the pre-LAMMPS
+    definitions; mrec does not convert them, so it refuses (mrec-notes §1.3: convert exactly or refuse)."""
+    if rec.forcefield is not None and rec.meta.get("molrec_version") == 1:
+        raise _refuse("bad_version", "meta.molrec_version 1 with a force field: version-1 force-field numbers "
+                                     "(pre-LAMMPS definitions) are not converted by mrec, so the record is refused",
+                      where)
 
 
 # -- write -------------------------------------------------------------------------
@@ -182,15 +202,12 @@ def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
     if fs.exists(final) and not overwrite:
         raise _refuse("exists", "the path exists (pass overwrite=True to replace it)", final)
     check_system_alignment(rec.system, rec.trajectory, final)
+    _check_forcefield_version(rec, final)
     if not _substantive(rec):
         raise _refuse("empty_record", "a record holds meta plus at least one of frame, system, trajectory, "
                                       "forcefield or status", final)
-    parent, name = os.path.split(final)
-    fs.makedirs(parent)
-    tmp = os.path.join(parent, f"{TEMP_MARK}{name}.{secrets.token_hex(4)}")
-    store = DirectoryStore(tmp, fs=fs)
-    try:
-        store.makedirs("")
+
+    def build(store) -> list[str]:
         write_group(store, "", rec.root_attrs)                 # the root first,
         keys = [meta_key("")]
         write_group(store, "meta", rec.meta)                   # then meta/,
@@ -202,6 +219,8 @@ def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
         for section in ("system", "frame"):
             if getattr(rec, section) is not None:
                 keys += write_frame_group(store, section, getattr(rec, section), compression=compression)
+        if rec.forcefield is not None:
+            keys += write_forcefield(store, rec.forcefield, compression=compression)
         if rec.observables is not None:
             keys += write_observables(store, rec.observables, compression=compression,
                                       attributes=rec.observables_attrs)
@@ -213,31 +232,39 @@ def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
                 if not posixpath.basename(key).startswith(TEMP_MARK):
                     _copy_key(src, store, key)
                     keys.append(key)
+        for name, g in rec.groups.items():
+            keys += write_group_tree(store, name, g, compression=compression)
         written = set(keys)
         for key, raw in sorted(rec.unknown.items()):
             if key not in written:
                 store.set(key, raw)
                 keys.append(key)
-        _fsync_tree(store, keys)
-        if fs.exists(final):
-            old = os.path.join(parent, f"{TEMP_MARK}old-{name}.{secrets.token_hex(4)}")
-            fs.rename(final, old)
-            fs.rename(tmp, final)
-            fs.fsync_dir(parent)
-            remove_tree(fs, old) if fs.is_dir(old) else fs.remove(old)
-        else:
-            fs.rename(tmp, final)
-            fs.fsync_dir(parent)
-    except BaseException:
-        if fs.exists(tmp):
-            remove_tree(fs, tmp)
-        raise
-    return Path(final)
+        return keys
+
+    return _new_store(final, build, overwrite=overwrite, fs=fs)
+
+
+def _groups(sections: Mapping | None) -> dict[str, Group]:
+    out: dict[str, Group] = {}
+    for name, g in dict(sections or {}).items():
+        check_node_name(name, "section", "bad_layout")
+        if name in KNOWN_SECTIONS:
+            raise _refuse("bad_layout", f"section {name!r} is one mrec models: pass it by its own argument")
+        try:
+            out[name] = Group.from_any(g)
+        except RefusalError as exc:
+            raise _refuse(exc.kind, f"section {name!r}: {exc.detail}") from None
+    return out
+
+
+def _forcefield(value: Any) -> ForceField | None:
+    return None if value is None else ForceField.from_any(value)
 
 
 def write_record(path, *, meta: Mapping | None = None, frame: Any = None, system: Any = None,
                  status: Mapping | None = None, method: Mapping | None = None, observables: Mapping | None = None,
-                 metrics: Any = None, compression=None, overwrite: bool = False, fs=None) -> Path:
+                 metrics: Any = None, forcefield: Any = None, sections: Mapping | None = None, compression=None,
+                 overwrite: bool = False, fs=None) -> Path:
     """Write a new record directory ``path`` (``<stem>.mrec``) and return its path.
 
     ``meta`` / ``status`` / ``method`` are JSON documents (checked: required
@@ -245,16 +272,18 @@ def write_record(path, *, meta: Mapping | None = None, frame: Any = None, system
     :class:`Frame` (or anything :meth:`Frame.from_any` takes); ``observables``
     maps names to :class:`Observable` (or ``{"data": ..., "kind": ...,
     "description": ..., "time_dependent": ...}``); ``metrics`` is a
-    :class:`Metrics`, a list of events or ``{key: values}``.  Every input is
+    :class:`Metrics`, a list of events or ``{key: values}``; ``forcefield`` a
+    :class:`ForceField` (or its mapping form); ``sections`` maps the names of
+    other root sections to :class:`Group` trees.  Every input is
     checked before anything touches the disk; the record appears under
     ``path`` only once complete and fsynced.  ``compression`` is the float
     knob (``None``, ``"gzip[:N]"``, ``"zstd[:N]"``).
     """
     fr, sy = _frame(frame, "frame"), _frame(system, "system")
-    sections = {k: v for k, v in (("frame", fr), ("system", sy)) if v is not None}
-    for name, f in sections.items():
+    frames = {k: v for k, v in (("frame", fr), ("system", sy)) if v is not None}
+    for name, f in frames.items():
         try:
-            f.check_references(sections)
+            f.check_references(frames)
         except RefusalError as exc:
             raise _refuse(exc.kind, f"{name}: {exc.detail}") from None
     rec = Record(
@@ -264,6 +293,7 @@ def write_record(path, *, meta: Mapping | None = None, frame: Any = None, system
         frame=fr, system=sy,
         observables=None if observables is None else check_observables(observables),
         metrics=None if metrics is None else Metrics.from_any(metrics),
+        forcefield=_forcefield(forcefield), groups=_groups(sections),
     )
     return _write(path, rec, overwrite=overwrite, compression=compression, fs=fs)
 
@@ -323,9 +353,12 @@ def _read(store, path: str) -> Record:
     if "metrics" in names:
         rec.metrics, extra = Metrics.read(store)
         unknown += extra
+    if "forcefield" in names:
+        rec.forcefield, extra = read_forcefield(store)
+        unknown += extra
     if TRAJ in names:
         rec.trajectory = TrajectoryReader(path, store=store)
-    modelled = {"system", "frame", "observables", "metrics", TRAJ}
+    modelled = {"system", "frame", "forcefield", "observables", "metrics", TRAJ}
     for key in store.list(""):
         top = key.split("/", 1)[0]
         base = posixpath.basename(key)
@@ -345,23 +378,214 @@ def _read(store, path: str) -> Record:
         except RefusalError as exc:
             raise _refuse(exc.kind, exc.detail, store.describe(name)) from None
     check_system_alignment(rec.system, rec.trajectory, store.describe(TRAJ))
+    _check_forcefield_version(rec, store.describe("forcefield"))
     return rec
 
 
-def read_frame(path, index: int | None = None, *, fs=None) -> Frame:
-    """The record's ``frame/`` section, or with ``index`` the resolved trajectory frame ``index``."""
+def read_frame(path, index: int | None = None, *, group: str | None = None, fs=None) -> Frame:
+    """The record's ``frame/`` section; with ``index`` the resolved trajectory frame ``index``; with
+    ``group`` the frame-shaped group at that path of any Zarr store (``""``: the store's root, a
+    bare frame store as other tools write one)."""
     store = open_store(path, fs=fs)
     try:
+        if group is not None:
+            if index is not None:
+                raise _refuse("bad_argument", "pass either a trajectory frame index or a group path, not both",
+                              store.describe(""))
+            return read_frame_group(store, _group_path(group)).frame
         if index is not None:
             if read_node(store, TRAJ) is None:
                 raise _refuse("missing_section", "the record has no trajectory", store.describe(TRAJ))
             return TrajectoryReader(os.fspath(path), store=store)[index]
         if read_node(store, "frame") is None:
-            hint = " (it has a trajectory: pass a frame index)" if read_node(store, TRAJ) is not None else ""
+            hint = " (it has a trajectory: pass a frame index)" if read_node(store, TRAJ) is not None else \
+                " (a bare frame store? pass group='' for a frame-shaped root)"
             raise _refuse("missing_section", f"the record has no frame section{hint}", store.describe("frame"))
         return read_frame_group(store, "frame").frame
     finally:
         store.close()
+
+
+def _group_path(group: Any) -> str:
+    """A group path ``a/b`` (``""`` = the root) with every part a valid node name."""
+    if not isinstance(group, str):
+        raise _refuse("bad_argument", f"a group path is a string ('' for the root), found {group!r}")
+    path = group.strip("/")
+    for part in path.split("/") if path else ():
+        check_node_name(part, f"group path {group!r}: part", "bad_argument")
+    return path
+
+
+def read_group(path, group: str, *, fs=None) -> Group:
+    """The node tree (attributes, arrays, child groups) at ``group`` of the store at ``path``: how a
+    section mrec does not model (kept as ``Record.unknown`` bytes) reads as data."""
+    store = open_store(path, fs=fs)
+    try:
+        return read_group_tree(store, _group_path(group))
+    finally:
+        store.close()
+
+
+# -- frame groups anywhere and sections added to a record --------------------------------
+
+def _new_store(path, write, *, overwrite: bool, fs) -> Path:
+    """Build a new store at ``path`` under a temporary sibling (``write(store)`` returns its keys), fsync
+    it and rename it into place; an existing path is refused unless ``overwrite``."""
+    fs = fs or DEFAULT_FS
+    final = os.path.abspath(os.fspath(path))
+    if fs.exists(final) and not overwrite:
+        raise _refuse("exists", "the path exists (pass overwrite=True to replace it)", final)
+    parent, name = os.path.split(final)
+    fs.makedirs(parent)
+    tmp = os.path.join(parent, f"{TEMP_MARK}{name}.{secrets.token_hex(4)}")
+    store = DirectoryStore(tmp, fs=fs)
+    try:
+        store.makedirs("")
+        _fsync_tree(store, write(store))
+        _swap_in(fs, tmp, final, parent)
+    except BaseException:
+        if fs.exists(tmp):
+            remove_tree(fs, tmp)
+        raise
+    return Path(final)
+
+
+def _swap_in(fs, tmp: str, final: str, parent: str) -> None:
+    """Rename ``tmp`` to ``final``, replacing (and then removing) what was there."""
+    if fs.exists(final):
+        old = os.path.join(parent, f"{TEMP_MARK}old-{os.path.basename(final)}.{secrets.token_hex(4)}")
+        fs.rename(final, old)
+        fs.rename(tmp, final)
+        fs.fsync_dir(parent)
+        remove_tree(fs, old) if fs.is_dir(old) else fs.remove(old)
+    else:
+        fs.rename(tmp, final)
+        fs.fsync_dir(parent)
+
+
+def _add_node(root, node: str, write, *, overwrite: bool, fs) -> Path:
+    """Add the group ``node`` (written by ``write(store, path)``) to the existing directory store ``root``:
+    built under a temporary sibling name inside its parent group, fsynced, renamed into place.  Missing
+    parent groups get an empty ``zarr.json``."""
+    fs = fs or DEFAULT_FS
+    final_root = os.path.abspath(os.fspath(root))
+    if not fs.is_dir(final_root):
+        raise _refuse("not_a_record", "sections are added to a directory store (*.mrec), not to a packed "
+                                      "archive: unpack it first", final_root)
+    store = DirectoryStore(final_root, fs=fs)
+    if not isinstance(read_node(store, ""), GroupMetadata):
+        raise _refuse("not_a_record", "no Zarr group at the top of the store", store.describe(""))
+    parent_node, _, name = node.rpartition("/")
+    if read_node(store, node) is not None and not overwrite:
+        raise _refuse("exists", f"{node!r} exists (pass overwrite=True to replace it)", store.describe(node))
+    parts = parent_node.split("/") if parent_node else []
+    for i in range(1, len(parts) + 1):
+        p = "/".join(parts[:i])
+        got = read_node(store, p)
+        if got is None:
+            write_group(store, p, {}, fsync=True)
+            store.fsync_dir(posixpath.dirname(p))
+        elif not isinstance(got, GroupMetadata):
+            raise _refuse("bad_layout", f"{p!r} is an array, not a group", store.describe(p))
+    tmp_name = f"{TEMP_MARK}{name}.{secrets.token_hex(4)}"
+    tmp = posixpath.join(parent_node, tmp_name) if parent_node else tmp_name
+    try:
+        store.makedirs(tmp)
+        _fsync_tree(store, write(store, tmp))
+        parent_dir = os.path.join(final_root, *parts)
+        _swap_in(fs, os.path.join(parent_dir, tmp_name), os.path.join(parent_dir, name), parent_dir)
+    except BaseException:
+        full = os.path.join(final_root, *tmp.split("/"))
+        if fs.exists(full):
+            remove_tree(fs, full)
+        raise
+    return Path(final_root)
+
+
+def write_frame(path, frame: Any, *, group: str = "", overwrite: bool = False, compression=None,
+                fs=None) -> Path:
+    """Write ``frame`` as the frame-shaped group ``group`` of a Zarr store at ``path``.
+
+    ``group=""`` makes a new store whose root *is* the frame (a bare frame
+    store); another path (``"frames/0"``) is added to the store at ``path``
+    when it exists (its missing parent groups created), or to a new store
+    whose root is an empty group.  The group appears complete or not at all
+    (built under a temporary name, fsynced, renamed).  An existing path /
+    group is refused (kind ``exists``) unless ``overwrite=True``.
+    """
+    f = _frame(frame, "frame") if frame is not None else None
+    if f is None:
+        raise _refuse("bad_argument", "write_frame needs a frame")
+    try:
+        f.check_references({})
+    except RefusalError as exc:
+        raise _refuse(exc.kind, f"frame: {exc.detail}") from None
+    node = _group_path(group)
+    if node == "":
+        return _new_store(path, lambda store: write_frame_group(store, "", f, compression=compression),
+                          overwrite=overwrite, fs=fs)
+    if not (fs or DEFAULT_FS).exists(os.path.abspath(os.fspath(path))):
+        def build(store):
+            write_group(store, "", {})
+            keys = [meta_key("")]
+            parts = node.split("/")
+            for i in range(1, len(parts)):
+                write_group(store, "/".join(parts[:i]), {})
+                keys.append(meta_key("/".join(parts[:i])))
+            return keys + write_frame_group(store, node, f, compression=compression)
+        return _new_store(path, build, overwrite=False, fs=fs)
+    return _add_node(path, node, lambda store, p: write_frame_group(store, p, f, compression=compression),
+                     overwrite=overwrite, fs=fs)
+
+
+_DOCUMENT_CHECKS = {"meta": check_meta, "status": check_status, "method": check_method}
+
+
+def write_section(path, name: str, value: Any, *, overwrite: bool = False, compression=None, fs=None) -> Path:
+    """Add the root section ``name`` to the existing record directory ``path``.
+
+    ``value`` is what :func:`write_record` takes for that section: a document
+    for ``meta`` / ``status`` / ``method``, a :class:`Frame` for ``frame`` /
+    ``system``, a :class:`ForceField` for ``forcefield``, observables,
+    :class:`Metrics` (or events) for ``metrics``, and a :class:`Group` tree for
+    any other name.  The section is checked against the rest of the record
+    (targets across ``frame`` / ``system``, the system 1:1 rule) before anything
+    is written, then appears complete or not at all.  An existing section is
+    refused (kind ``exists``) unless ``overwrite=True``; ``trajectory`` is
+    written by :class:`TrajectoryWriter`.
+    """
+    check_node_name(name, "section", "bad_layout")
+    if name == TRAJ:
+        raise _refuse("bad_layout", "the trajectory is written by TrajectoryWriter (create / open)")
+    if name in _DOCUMENT_CHECKS:
+        doc = _DOCUMENT_CHECKS[name](value)
+        write = lambda store, p: [meta_key(p)] if write_group(store, p, doc) is not None else []  # noqa: E731
+    elif name in ("frame", "system"):
+        f = _frame(value, name)
+        with read_record(path, fs=fs) as rec:
+            sections_ = {k: v for k, v in (("frame", rec.frame), ("system", rec.system)) if v is not None}
+            sections_[name] = f
+            for n, fr in sections_.items():
+                try:
+                    fr.check_references(sections_)
+                except RefusalError as exc:
+                    raise _refuse(exc.kind, f"{n}: {exc.detail}") from None
+            if name == "system":
+                check_system_alignment(f, rec.trajectory)
+        write = lambda store, p: write_frame_group(store, p, f, compression=compression)  # noqa: E731
+    elif name == "forcefield":
+        ff = ForceField.from_any(value)
+        write = lambda store, p: write_forcefield(store, ff, path=p, compression=compression)  # noqa: E731
+    elif name == "observables":
+        obs = check_observables(value)
+        write = lambda store, p: write_observables(store, obs, compression=compression, path=p)  # noqa: E731
+    elif name == "metrics":
+        m = Metrics.from_any(value)
+        write = lambda store, p: m.write(store, p)  # noqa: E731
+    else:
+        g = Group.from_any(value)
+        write = lambda store, p: write_group_tree(store, p, g, compression=compression)  # noqa: E731
+    return _add_node(path, name, write, overwrite=overwrite, fs=fs)
 
 
 def sections(path, *, fs=None) -> list[str]:

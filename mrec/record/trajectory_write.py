@@ -40,6 +40,7 @@ from .lock import parse_lock_pid, pid_alive
 from .precision import round_to_precision, stack_rounded, stack_rows
 from .repair import repair_store
 from .schema import ABSENT, SequenceSchema
+from .frame_group import VALIDITY
 from .trajectory_read import LOCK_NAME, TRAJ, load_layout, refuse, tag_layout, TrajectoryReader
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
@@ -184,6 +185,7 @@ class _BlockState:
         self.last: tuple[int, dict, dict] | None = None     # rows, values, masks of the latest update
         self.attrs: dict = {}
         self.group_dirty = False
+        self.validity_missing = False                       # _validity/zarr.json to write at the next commit
         self.target_max: dict[str, int] = {}                # max non-null value of referencing columns
 
     @property
@@ -451,6 +453,10 @@ class TrajectoryWriter:
             write_group(st, bs.path, bs.attrs)
             written.append(meta_key(bs.path))
             rpc, rbs = self._block_extent(decl)
+            if any(cd.nullable for cd in decl.columns.values()):
+                # the mask subgroup is a group like any other: its zarr.json (mrec-notes §1.4, §4)
+                write_group(st, f"{bs.path}/{VALIDITY}")
+                written.append(meta_key(f"{bs.path}/{VALIDITY}"))
             for col, cd in decl.columns.items():
                 arr = Array.create(st, f"{bs.path}/{col}", self._column_meta(decl, col, rpc, rbs[col]))
                 bs.cols[col] = _Writer(arr, 0, new=False)
@@ -560,6 +566,10 @@ class TrajectoryWriter:
                 bs.group_dirty = True
             else:
                 bs.attrs = dict(bl_.group.attributes)
+            if any(cd.nullable for cd in decl.columns.values()) and \
+                    not isinstance(read_node(st, f"{bs.path}/{VALIDITY}"), GroupMetadata):
+                # a store written before the mask subgroup had its zarr.json: the next commit adds it
+                bs.validity_missing = True
             total = bl_.total_rows
             for col, cd in decl.columns.items():
                 arr = bl_.columns.get(col)
@@ -1243,6 +1253,9 @@ class TrajectoryWriter:
             if bs.group_dirty:
                 groups.append((bs.path, bs.attrs))
                 bs.group_dirty = False
+            if bs.validity_missing:
+                groups.append((f"{bs.path}/{VALIDITY}", {}))
+                bs.validity_missing = False
         box = [w for w in self.box.writers() if w.dirty]
         order += box
         if self.box.group_dirty or (box and not self.box.group_exists):

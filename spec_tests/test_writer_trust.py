@@ -17,6 +17,8 @@ import os
 import numpy as np
 import pytest
 import zarr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mrec
 from mrec.errors import RefusalError
@@ -175,3 +177,148 @@ def test_stored_non_canonical_column_at_another_dtype_stays_declaration_mismatch
     with pytest.raises(RefusalError) as e:
         mrec.TrajectoryReader(p)
     assert e.value.kind == "declaration_mismatch"
+
+
+# -- 17.6: text UTF-8 cannot encode --------------------------------------------------------------
+
+SURROGATE = "a\ud800b"
+
+
+def _tree(root):
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            out[os.path.relpath(p, root)] = open(p, "rb").read()
+    return out
+
+
+def _str_schema():
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=2)
+    s.declare_column("atoms", "el", "string")
+    s.declare_column("atoms", "x", "f64")
+    s.declare_meta("tag", "string", fill="")
+    s.declare_meta("j", "json", fill=None)
+    return s
+
+
+def _str_frame(i):
+    return {"blocks": {"atoms": {"el": np.array([f"H{i}", "O\u00e9\U0001F600"], dtype=object), "x": np.arange(2.0) + i}},
+            "meta": {"tag": f"t{i}", "j": {"i": i, "s": "\u2603"}}}
+
+
+_BAD_FRAMES = {
+    "column": ({"blocks": {"atoms": {"el": np.array(["H", SURROGATE], dtype=object), "x": np.zeros(2)}}},
+               ["column 'el'", "row[1]"]),
+    "numpy_str_column": ({"blocks": {"atoms": {"el": np.array(["H", SURROGATE]), "x": np.zeros(2)}}},
+                         ["column 'el'", "row[1]"]),
+    "string_meta": ({"blocks": {"atoms": {"el": np.array(["H", "O"], dtype=object), "x": np.zeros(2)}},
+                     "meta": {"tag": SURROGATE}}, ["meta key 'tag'"]),
+    "json_meta_value": ({"blocks": {"atoms": {"el": np.array(["H", "O"], dtype=object), "x": np.zeros(2)}},
+                         "meta": {"j": {"k": [1, SURROGATE]}}}, ["meta key 'j'"]),
+    "json_meta_key": ({"blocks": {"atoms": {"el": np.array(["H", "O"], dtype=object), "x": np.zeros(2)}},
+                       "meta": {"j": {SURROGATE: 1}}}, ["meta key 'j'"]),
+}
+
+
+@pytest.mark.parametrize("how", ["append", "extend"])
+@pytest.mark.parametrize("case", sorted(_BAD_FRAMES))
+def test_lone_surrogate_refused_at_append_store_and_buffer_untouched(tmp_path, case, how):
+    p = tmp_path / "s.mrec"
+    w = mrec.TrajectoryWriter.create(p, _str_schema(), flush_every=4)
+    for i in range(6):                      # one automatic flush (4 frames), 2 frames buffered
+        w.append(_str_frame(i))
+    before = _tree(p)
+    bad, names = _BAD_FRAMES[case]
+    with pytest.raises(RefusalError) as e:
+        if how == "append":
+            w.append(bad)
+        else:
+            w.extend([_str_frame(6), bad, _str_frame(99)])
+    assert e.value.kind == "bad_string"
+    frame = 6 if how == "append" else 7
+    for n in [f"frame {frame}"] + names:
+        assert n in str(e.value), (n, str(e.value))
+    assert w.nframes == (6 if how == "append" else 7)
+    if how == "append":
+        assert _tree(p) == before               # nothing written by the refusal
+    w.append(_str_frame(w.nframes))
+    w.close()
+    r = mrec.TrajectoryReader(p)
+    n = len(r)
+    assert n == (7 if how == "append" else 8)
+    for i in range(n):
+        f, want = r[i], _str_frame(i)
+        assert list(f.blocks["atoms"]["el"]) == list(want["blocks"]["atoms"]["el"])
+        assert f.blocks["atoms"]["x"].tobytes() == want["blocks"]["atoms"]["x"].tobytes()
+        assert f.meta["tag"] == want["meta"]["tag"] and f.meta["j"] == want["meta"]["j"]
+    assert validate(p, deep=True).ok
+
+
+_BAD_DECLS = {
+    "block_name": (lambda s: s.declare_block(SURROGATE), "reserved_block_name"),
+    "column_name": (lambda s: (s.declare_block("b"), s.declare_column("b", SURROGATE, "f64")), "reserved_column_name"),
+    "meta_key": (lambda s: s.declare_meta(SURROGATE, "f64"), "reserved_meta_key"),
+    "string_fill": (lambda s: s.declare_meta("k", "string", fill=SURROGATE), "meta_tag_mismatch"),
+    "json_fill": (lambda s: s.declare_meta("k", "json", fill={"a": [SURROGATE]}), "meta_tag_mismatch"),
+    "block_extra": (lambda s: s.declare_block("b", extra={"note": SURROGATE}), "declaration_mismatch"),
+    "block_extra_key": (lambda s: s.declare_block("b", extra={SURROGATE: 1}), "declaration_mismatch"),
+    "column_extra": (lambda s: (s.declare_block("b"), s.declare_column("b", "v", "f64", extra={"u": SURROGATE})),
+                     "declaration_mismatch"),
+    "from_json": (lambda s: mrec.SequenceSchema.from_json({"blocks": {"b": {"columns": {SURROGATE: {"dtype": "f64"}}}}}),
+                  "reserved_column_name"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_DECLS))
+def test_lone_surrogate_refused_at_declaration(case):
+    fn, kind = _BAD_DECLS[case]
+    with pytest.raises(RefusalError) as e:
+        fn(mrec.SequenceSchema())
+    assert e.value.kind == kind and "UTF-8" in str(e.value)
+
+
+def test_lone_surrogate_in_a_directly_edited_schema_or_meta_document_refused_before_writing(tmp_path):
+    s = _str_schema()
+    s.blocks["atoms"].extra["note"] = SURROGATE               # an edit behind declare_*: validate() sees it
+    with pytest.raises(RefusalError) as e:
+        mrec.TrajectoryWriter.create(tmp_path / "a.mrec", s)
+    assert e.value.kind == "declaration_mismatch"
+    with pytest.raises(RefusalError) as e:
+        mrec.TrajectoryWriter.create(tmp_path / "b.mrec", _str_schema(), meta={"title": SURROGATE})
+    assert e.value.kind == "bad_string" and "meta document" in str(e.value)
+    assert not (tmp_path / "b.mrec").exists()
+
+
+@settings(max_examples=40)
+@given(st.lists(st.lists(st.text(max_size=6), min_size=2, max_size=2), min_size=1, max_size=6),
+       st.data())
+def test_strings_with_and_without_surrogates(tmp_path_factory, rows, data):
+    """Hypothesis: a frame is refused exactly when one of its strings holds a lone surrogate; every
+    accepted frame reads back equal, whatever came before."""
+    p = tmp_path_factory.mktemp("h") / "h.mrec"
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=2)
+    s.declare_column("atoms", "el", "string")
+    kept = []
+    with mrec.TrajectoryWriter.create(p, s, flush_every=2) as w:
+        for row in rows:
+            if data.draw(st.booleans()):
+                k = data.draw(st.integers(0, 1))
+                cut = data.draw(st.integers(0, len(row[k])))
+                row = list(row)
+                row[k] = row[k][:cut] + chr(data.draw(st.integers(0xD800, 0xDFFF))) + row[k][cut:]
+            bad = any(0xD800 <= ord(ch) <= 0xDFFF for x in row for ch in x)
+            frame = {"blocks": {"atoms": {"el": np.array(row, dtype=object)}}}
+            if bad:
+                with pytest.raises(RefusalError) as e:
+                    w.append(frame)
+                assert e.value.kind == "bad_string"
+            else:
+                w.append(frame)
+                kept.append(row)
+    r = mrec.TrajectoryReader(p)
+    assert len(r) == len(kept)
+    for i, row in enumerate(kept):
+        assert list(r[i].blocks["atoms"]["el"]) == row

@@ -39,7 +39,7 @@ from .model import Box, Frame
 from .lock import parse_lock_pid, pid_alive
 from .precision import round_to_precision, stack_rounded, stack_rows
 from .repair import repair_store
-from .schema import ABSENT, SequenceSchema
+from .schema import ABSENT, SequenceSchema, check_text
 from .frame_group import VALIDITY
 from .trajectory_read import LOCK_NAME, TRAJ, load_layout, refuse, tag_layout, TrajectoryReader
 
@@ -307,6 +307,7 @@ class TrajectoryWriter:
             schema = SequenceSchema.from_frame(Frame.from_any(schema))
         if not isinstance(schema, SequenceSchema):
             raise RefusalError(f"schema {schema!r} is not a SequenceSchema", kind="declaration_mismatch")
+        check_text(meta, "meta document", path)
         store = DirectoryStore(path, fs=fs)
         root = read_node(store, "")
         if root is not None and not isinstance(root, GroupMetadata):
@@ -639,6 +640,14 @@ class TrajectoryWriter:
                                kind="partial_time")
         return time
 
+    def _check_strings(self, f: Frame, i: int) -> None:
+        """Refuse (``bad_string``) a string value UTF-8 cannot encode (a lone surrogate): accepted, it
+        would make every later flush fail with the frames after the last commit lost."""
+        for name, cols in f.blocks.items():
+            for c, cd in self.schema.blocks[name].columns.items():
+                if cd.dtype == "string" and c in cols:
+                    check_text(cols[c], f"frame {i}: block {name!r} column {c!r}, row", self.store.root)
+
     def _meta_values(self, f: Frame) -> dict:
         out = {}
         for key, md in self.schema.meta.items():
@@ -650,6 +659,8 @@ class TrajectoryWriter:
                 raise RefusalError(f"frame {self.nframes} omits meta key {key!r}, which has no fill",
                                    kind="missing_meta_value")
             v = typed_json.coerce_meta_value(md.tag, v, key)
+            if md.tag in ("string", "json"):       # JSON would escape a lone surrogate: refused alike
+                check_text(v, f"frame {self.nframes}: meta key {key!r}", self.store.root)
             if md.tag == "json":
                 v = typed_json.json_dumps(v)
             out[key] = v
@@ -758,6 +769,7 @@ class TrajectoryWriter:
         step = self._next_step(step)
         time = self._check_time(time)
         meta_values = self._meta_values(f)
+        self._check_strings(f, i)
         plans = self._plan_blocks(f)
         self._check_system(plans, i)
         self._check_resolved(plans, i)

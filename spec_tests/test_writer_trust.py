@@ -13,6 +13,9 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -322,3 +325,219 @@ def test_strings_with_and_without_surrogates(tmp_path_factory, rows, data):
     assert len(r) == len(kept)
     for i, row in enumerate(kept):
         assert list(r[i].blocks["atoms"]["el"]) == row
+
+
+# -- 17.4 / 17.5: a failed write or fsync poisons the writer; reopen recovers ---------------------
+
+def _rich_schema():
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=3)
+    s.declare_column("atoms", "x", "f64", precision=1e-3)
+    s.declare_column("atoms", "v", "f64", trailing=(3,))
+    s.declare_column("atoms", "q", "f64", nullable=True)
+    s.declare_block("ions")                                  # ragged
+    s.declare_column("ions", "id", "u64")
+    s.declare_column("ions", "el", "string")
+    s.declare_block("late", rows=1)                          # first present at frame 6
+    s.declare_column("late", "w", "f64")
+    s.declare_meta("pe", "f64")
+    s.declare_meta("tag", "string", fill="")
+    return s
+
+
+def _rich_frame(i):
+    rng = np.random.default_rng(i)
+    k = 1 + i % 3
+    f = {"blocks": {"atoms": {"x": rng.normal(size=3), "v": rng.normal(size=(3, 3)), "q": rng.normal(size=3)},
+                    "ions": {"id": np.arange(k, dtype=np.uint64) + i, "el": np.array([f"e{i}"] * k, dtype=object)}},
+         "masks": {"atoms": {"q": np.array([True, i % 2 == 0, True])}},
+         "meta": {"pe": float(i) / 3, "tag": f"t{i}"},
+         "box": mrec.Box(np.eye(3) * (10.0 + (i >= 7)), np.array([0.5, 0.0, 0.0]) if i >= 8 else np.zeros(3))}
+    if i >= 6:
+        f["blocks"]["late"] = {"w": np.array([float(i)])}
+    return f
+
+
+def _frame_bits(f):
+    """Everything a frame holds, as bytes (bit-identity, NaN and -0.0 included)."""
+    out = []
+    for b in sorted(f.blocks):
+        for c in sorted(f.blocks[b]):
+            a = np.asarray(f.blocks[b][c])
+            out.append((b, c, a.dtype.str, a.shape, list(a.ravel()) if a.dtype == object else a.tobytes()))
+        for c, m in sorted((f.masks or {}).get(b, {}).items()):
+            out.append((b, "mask", c, np.asarray(m).tobytes()))
+    if f.box is not None:
+        out.append(("box", np.asarray(f.box.vectors).tobytes(), np.asarray(f.box.origin).tobytes(),
+                    np.asarray(f.box.boundary).tobytes()))
+    out.append(("meta", json.dumps(f.meta, sort_keys=True)))
+    return out
+
+
+_NFRAMES = 12
+
+
+@pytest.fixture
+def shm_path(tmp_path):
+    """A scratch directory in memory when the machine has one (fsync is free there: these tests
+    count injection points, not disk latency)."""
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        d = tempfile.mkdtemp(prefix="mrec-wt-", dir="/dev/shm")
+        yield Path(d)
+        shutil.rmtree(d, ignore_errors=True)
+    else:
+        yield tmp_path
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The same frames written with no fault: what every reported-committed frame must read as."""
+    p = tmp_path_factory.mktemp("ref") / "ref.mrec"
+    with mrec.TrajectoryWriter.create(p, _rich_schema(), flush_every=100) as w:
+        for i in range(_NFRAMES):
+            w.append(_rich_frame(i), step=3 * i, time=0.5 * i)
+    r = mrec.TrajectoryReader(p)
+    return [(_frame_bits(r[i]), int(r.steps[i]), float(r.times[i])) for i in range(_NFRAMES)]
+
+
+def _check_against(p, reference, n):
+    r = mrec.TrajectoryReader(p)
+    assert len(r) == n
+    for i in range(n):
+        assert (_frame_bits(r[i]), int(r.steps[i]), float(r.times[i])) == reference[i], f"frame {i}"
+
+
+def _create(p, fs, durable):
+    return mrec.TrajectoryWriter.create(p, _rich_schema(), fs=fs, flush_every=100, durable=durable)
+
+
+def _session(w):
+    """Frames 0-4 and a flush (the regular block's markers, the first index, the box attributes),
+    then frames 5-9 (an index materialised, the box migrating to arrays, a block's first update)
+    and a flush; the frames 0-4 are reported committed between the two."""
+    for i in range(5):
+        w.append(_rich_frame(i), step=3 * i, time=0.5 * i)
+    w.flush()
+    for i in range(5, 10):
+        w.append(_rich_frame(i), step=3 * i, time=0.5 * i)
+    w.flush()
+
+
+def _points(tmp_path, durable, kinds):
+    from mrec.fs.faulty import FaultyFileSystem
+    fs = FaultyFileSystem(kinds=kinds)
+    w = _create(tmp_path / "count.mrec", fs, durable)
+    fs.arm(None)
+    _session(w)
+    n = fs.count
+    w.close()
+    return n
+
+
+_SWEEPS = {
+    "enospc-durable": (errno.ENOSPC, None, True),          # every mutating call of the session
+    "enospc-lazy": (errno.ENOSPC, None, False),
+    "eio-fsync": (errno.EIO, ("fsync", "fsync_dir"), True),   # every fsync: the fsyncgate case
+    "eio-writes": (errno.EIO, ("write_at", "replace"), False),
+}
+
+
+@pytest.mark.parametrize("sweep", sorted(_SWEEPS))
+def test_every_failing_write_of_a_flush_poisons_the_writer_and_reopen_recovers(shm_path, reference, sweep):
+    """Every write / replace / fsync / ... of the flush fails in turn (once: a retry would succeed):
+    the flush raises WriteError (errno kept, OSError chained, the file and the array named), every
+    later call refuses, the store holds the reported-committed frames bit-identically (or 5 more
+    when the failure came after the commit marker), reopen continues and no block is lost."""
+    from mrec.fs.faulty import MUTATING, FaultyFileSystem
+    err, kinds, durable = _SWEEPS[sweep]
+    kinds = kinds or MUTATING
+    tmp_path = shm_path
+    n = _points(tmp_path, durable, kinds)
+    assert n > 20
+    for k in range(n):
+        p = tmp_path / f"{k}.mrec"
+        fs = FaultyFileSystem(kinds=kinds)
+        w = _create(p, fs, durable)
+        fs.arm(k, err)
+        with pytest.raises(mrec.WriteError) as e:
+            _session(w)
+        assert len(fs.failures) == 1
+        committed = w.committed
+        assert e.value.errno == err and isinstance(e.value.__cause__, OSError)
+        assert e.value.kind == "write_failed" and str(p) in str(e.value) and os.strerror(err) in str(e.value)
+        kind, failed_path = fs.failures[0]
+        rel = os.path.relpath(failed_path, p)
+        if kind != "fsync_dir":
+            assert rel in str(e.value), (rel, str(e.value))      # names the file (and so the array)
+        assert committed in (0, 5)
+        # the retry that lost a block before: every call refuses, naming the failure
+        for call in (w.flush, lambda: w.append(_rich_frame(10), step=30, time=5.0),
+                     lambda: w.extend([_rich_frame(10)]), w.close):
+            with pytest.raises(mrec.WriteError) as again:
+                call()
+            assert again.value.errno == err and "reopen" in str(again.value)
+        w.close()                                               # closed now: idempotent
+        assert w.committed == committed
+        r = mrec.TrajectoryReader(p)
+        assert len(r) in (committed, committed + 5)      # + 5: the failure came after the commit marker
+        _check_against(p, reference, len(r))
+        with mrec.TrajectoryWriter.open(p) as w2:               # reopen: the state from disk
+            assert w2.committed == len(r)
+            for i in range(len(r), _NFRAMES):
+                w2.append(_rich_frame(i), step=3 * i, time=0.5 * i)
+        _check_against(p, reference, _NFRAMES)
+        if k % 4 == 0:
+            assert validate(p, deep=True).ok, k
+        shutil.rmtree(p)
+
+
+def test_fsync_failure_is_not_forgotten(tmp_path, reference):
+    """17.4: after EIO from fsync in flush(), a second flush() does not report the frames committed."""
+    from mrec.fs.faulty import FaultyFileSystem
+    p = tmp_path / "f.mrec"
+    fs = FaultyFileSystem()
+    w = _create(p, fs, True)
+    for i in range(5):
+        w.append(_rich_frame(i), step=3 * i, time=0.5 * i)
+    w.flush()
+    for i in range(5, 10):
+        w.append(_rich_frame(i), step=3 * i, time=0.5 * i)
+    fs.arm(0, errno.EIO, kinds=("fsync",))
+    with pytest.raises(mrec.WriteError) as e:
+        w.flush()
+    assert e.value.errno == errno.EIO and "fsync" in str(e.value) and "trajectory/" in str(e.value)
+    with pytest.raises(mrec.WriteError):
+        w.flush()
+    assert w.committed == 5
+    with pytest.raises(mrec.WriteError):
+        w.close()
+    with mrec.TrajectoryWriter.open(p) as w2:
+        assert w2.committed == len(mrec.TrajectoryReader(p)) == 5
+        for i in range(5, _NFRAMES):
+            w2.append(_rich_frame(i), step=3 * i, time=0.5 * i)
+    _check_against(p, reference, _NFRAMES)
+
+
+def test_failure_in_an_automatic_flush_surfaces_from_append(tmp_path, reference):
+    from mrec.fs.faulty import FaultyFileSystem
+    p = tmp_path / "a.mrec"
+    fs = FaultyFileSystem()
+    w = mrec.TrajectoryWriter.create(p, _rich_schema(), fs=fs, flush_every=4)
+    for i in range(3):
+        w.append(_rich_frame(i), step=3 * i, time=0.5 * i)
+    fs.arm(2, errno.ENOSPC)
+    with pytest.raises(mrec.WriteError) as e:
+        w.append(_rich_frame(3), step=9, time=1.5)           # the fourth frame flushes
+    assert e.value.errno == errno.ENOSPC and w.committed == 0
+    with pytest.raises(mrec.WriteError):
+        w.append(_rich_frame(4), step=12, time=2.0)
+    # a with-block: the failure propagates once, the lock is released, reopen works
+    with pytest.raises(mrec.WriteError):
+        with w:
+            w.flush()
+    assert not (p / ".mrec-writer.lock").exists()
+    with mrec.TrajectoryWriter.open(p) as w2:
+        assert w2.committed == 0
+        for i in range(_NFRAMES):
+            w2.append(_rich_frame(i), step=3 * i, time=0.5 * i)
+    _check_against(p, reference, _NFRAMES)

@@ -27,7 +27,7 @@ import struct
 
 import numpy as np
 
-from ..errors import CorruptionError, RefusalError, StoreError
+from ..errors import CorruptionError, RefusalError, StoreError, WriteError
 from ..zarr.array import Array, ShardedAppender, meta_key, read_node, write_group
 from ..zarr.dtypes import DATA_TYPES
 from ..zarr.metadata import ArrayMetadata, GroupMetadata, json_dumps
@@ -90,6 +90,12 @@ class _Writer:
     @property
     def dirty(self) -> bool:
         return self.meta_dirty or self.appender.pending_rows > 0
+
+    def shard_key(self) -> str:
+        """The shard file the next landing writes first (for error messages)."""
+        ap = self.appender
+        first = ap.rows - (len(ap.tail) if ap.tail is not None else 0)
+        return self.array.chunk_key((first // ap.shard_rows,) + (0,) * (self.array.meta.ndim - 1))
 
     def land(self) -> list[str]:
         keys = self.appender.land()
@@ -284,6 +290,8 @@ class TrajectoryWriter:
         self.nframes = 0
         self.committed = 0
         self.closed = False
+        self.failed: WriteError | None = None        # set by a failed commit: every later call refuses
+        self._at = ("", "")                          # (what, key) the commit is doing: named by a failure
         self.blocks: dict[str, _BlockState] = {}
         self.box = _BoxState()
         self.meta: dict[str, _Writer] = {}
@@ -607,8 +615,17 @@ class TrajectoryWriter:
 
     # -- append -----------------------------------------------------------------------------
     def _check_open(self):
+        if self.failed is not None:
+            raise self._refusal()
         if self.closed:
             raise RefusalError("the writer is closed", path=self.store.root, kind="closed")
+
+    def _refusal(self) -> WriteError:
+        f = self.failed
+        err = WriteError(f"this writer refuses further work since {f.detail.split(';')[0]}: reopen the store "
+                         "(TrajectoryWriter.open) to continue from what is on disk", path=f.path, errno=f.errno)
+        err.__cause__ = f
+        return err
 
     def _next_step(self, step) -> int:
         last = self.step.last
@@ -917,7 +934,7 @@ class TrajectoryWriter:
     def _extend_run(self, batch: list, pos: int) -> int:
         """Append the longest run of regular frames from batch[pos] up to the next automatic flush,
         exactly as :meth:`append` one by one would; the number taken (0: batch[pos] goes to append)."""
-        if self.closed or self.has_time:
+        if self.closed or self.failed is not None or self.has_time:
             return 0
         spec = self._fast_spec()
         if spec is None:
@@ -1229,6 +1246,7 @@ class TrajectoryWriter:
         st = self.store
         dirs: list[str] = []
         for k in data_keys + meta_keys:
+            self._at = ("fsync of", k)
             st.fsync(k)
             d = posixpath.dirname(k)
             while d not in dirs:
@@ -1237,6 +1255,7 @@ class TrajectoryWriter:
                     break
                 d = posixpath.dirname(d)
         for d in sorted(dirs, key=lambda x: -x.count("/")):
+            self._at = ("fsync of the directory", d)
             st.fsync_dir(d)
         return set(dirs)
 
@@ -1244,11 +1263,13 @@ class TrajectoryWriter:
         """fsync the directory of ``key`` (its entry just changed), then its parents up to
         trajectory/ that no fsync in this commit has covered yet."""
         d = posixpath.dirname(key)
+        self._at = ("fsync of the directory", d)
         self.store.fsync_dir(d)
         done.add(d)
         while d.startswith(TRAJ + "/"):
             d = posixpath.dirname(d)
             if d not in done:
+                self._at = ("fsync of the directory", d)
                 self.store.fsync_dir(d)
                 done.add(d)
 
@@ -1257,6 +1278,45 @@ class TrajectoryWriter:
             pending.extend(k for k in keys if k not in pending)
 
     def _commit(self, durable: bool) -> None:
+        """:meth:`_land_and_publish`, all or nothing for this object: any failure inside (ENOSPC,
+        EIO from a write or an fsync, anything else) leaves the writer refusing every later call.
+
+        Once a write or fsync has failed the writer cannot know what reached the disk (a failed
+        fsync may have dropped the dirty pages: PostgreSQL's "fsyncgate"), and its buffers and shard
+        indexes may already describe bytes that never landed; retrying would commit a ``zarr.json``
+        that names them.  So it does not retry: the store stays at the last ``nstep`` that landed
+        (its arrays may be longer: the reopen rule shrinks them) and reopening re-establishes the
+        state from disk (docs/reliability.md, "Write errors")."""
+        if self.failed is not None:
+            raise self._refusal()
+        try:
+            self._land_and_publish(durable)
+        except BaseException as exc:
+            what, key = self._at
+            if isinstance(exc, OSError):
+                self.failed = WriteError(
+                    f"{what} {key or self.store.root} failed ({exc.strerror or exc}); this writer refuses further "
+                    f"work: frames {self.committed} and later were not reported committed, reopen the store "
+                    "(TrajectoryWriter.open) to continue from what is on disk",
+                    path=self.store.describe(key) if key else self.store.root, errno=exc.errno)
+                self._poisoned()
+                raise self.failed from exc
+            self.failed = WriteError(f"{what} {key} failed ({type(exc).__name__}: {exc}); this writer refuses "
+                                     "further work: reopen the store (TrajectoryWriter.open)",
+                                     path=self.store.describe(key) if key else self.store.root)
+            self.failed.__cause__ = exc
+            self._poisoned()
+            raise
+
+    def _poisoned(self) -> None:
+        """A failed writer writes nothing more: its lock goes now (best effort), so the store can be
+        reopened, in this process or another."""
+        try:
+            self._release_lock()
+        except OSError:
+            pass
+
+    def _land_and_publish(self, durable: bool) -> None:
         st = self.store
         order: list[_Writer] = []        # the landing order (the index arrays before what they index)
         groups = []
@@ -1278,10 +1338,17 @@ class TrajectoryWriter:
         order += [w for w in rest if w.dirty]
         data_keys: list[str] = []
         for w in order:
+            self._at = (f"landing rows of array {w.path} into", w.shard_key())
             data_keys += w.land()
         if not durable:
-            meta_keys = [k for k in (w.publish() for w in order) if k]
+            meta_keys = []
+            for w in order:
+                self._at = ("publishing", meta_key(w.path))
+                k = w.publish()
+                if k:
+                    meta_keys.append(k)
             for path, attrs in groups:
+                self._at = ("publishing", meta_key(path))
                 write_group(st, path, attrs)
                 meta_keys.append(meta_key(path))
             self._pend(data_keys, meta_keys)
@@ -1296,10 +1363,12 @@ class TrajectoryWriter:
             done = self._sync(*self._unsynced)
             self._unsynced = ([], [])
             for w in order:
+                self._at = ("publishing", meta_key(w.path))
                 k = w.publish(True)
                 if k:
                     self._sync_dirs(k, done)
             for path, attrs in groups:
+                self._at = ("publishing", meta_key(path))
                 write_group(st, path, attrs, fsync=True)
                 self._sync_dirs(meta_key(path), done)
         attrs = dict(self.traj_attrs)
@@ -1311,11 +1380,14 @@ class TrajectoryWriter:
                 attrs.pop(key, None)
             else:
                 attrs[key] = a
-        self.traj_attrs = attrs
+        self._at = ("committing (nstep)", meta_key(TRAJ))
         st.set(meta_key(TRAJ), json_dumps(GroupMetadata(attrs).to_json()), fsync=durable)
         if durable:
+            self._at = ("fsync of the directory", TRAJ)
             st.fsync_dir(TRAJ)
+        self.traj_attrs = attrs
         self.committed = self.nframes
+        self._at = ("", "")
 
     def flush(self) -> None:
         """Land every buffered frame and commit; durable unless the writer was made with durable=False."""
@@ -1323,19 +1395,29 @@ class TrajectoryWriter:
         self._commit(durable=self.durable)
 
     def close(self) -> None:
-        """The last durable flush; idempotent."""
+        """The last durable flush; idempotent.  A writer that failed refuses (raises its
+        :class:`WriteError`) once, releasing its lock; the store stays as it was left."""
         if self.closed:
             return
+        if self.failed is not None:
+            self.closed = True
+            self._poisoned()
+            raise self._refusal()
         try:
             self._commit(durable=self.durable)
         finally:
             self.closed = True
-            self._release_lock()
+            if self.failed is None:
+                self._release_lock()
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and self.failed is not None:
+            self.closed = True          # the failure is already propagating: do not raise it again
+            self._poisoned()
+            return
         self.close()
 
     @property

@@ -356,6 +356,7 @@ class FaultyFileSystem:
         self.partial = True
         self.sticky = False
         self.failures: list[tuple[str, str]] = []     # (kind, path) of every injected failure
+        self.active = True                            # False: calls pass through, uncounted
 
     def arm(self, fail_at: int | None, err: int = 28, *, kinds=None, partial: bool = True,
             sticky: bool = False) -> None:
@@ -366,7 +367,7 @@ class FaultyFileSystem:
 
     def _point(self, kind: str, path: str) -> bool:
         """Count an injection point; True when it must fail."""
-        if kind not in self.kinds:
+        if kind not in self.kinds or not self.active:
             return False
         n = self.count
         self.count += 1

@@ -1408,7 +1408,12 @@ class TrajectoryWriter:
         finally:
             self.closed = True
             if self.failed is None:
-                self._release_lock()
+                try:
+                    self._release_lock()
+                except OSError as exc:
+                    raise WriteError(f"removing the writer lock failed ({exc.strerror or exc}); every frame is "
+                                     f"committed (nstep {self.committed})", path=self.store.describe(LOCK_NAME),
+                                     errno=exc.errno) from exc
 
     def __enter__(self):
         return self

@@ -541,3 +541,49 @@ def test_failure_in_an_automatic_flush_surfaces_from_append(tmp_path, reference)
         for i in range(_NFRAMES):
             w2.append(_rich_frame(i), step=3 * i, time=0.5 * i)
     _check_against(p, reference, _NFRAMES)
+
+
+def test_failing_create_or_open_raises_write_error_and_can_be_repeated(shm_path, reference):
+    from mrec.fs.faulty import FaultyFileSystem
+    probe = FaultyFileSystem()
+    w = _create(shm_path / "probe.mrec", probe, True)
+    n_create = probe.count
+    w.append(_rich_frame(0), step=0, time=0.0)
+    w.close()
+    probe.arm(None)
+    w = mrec.TrajectoryWriter.open(shm_path / "probe.mrec", fs=probe)
+    n_open = probe.count
+    w.close()
+    assert n_create > 20 and n_open >= 1
+    for k in range(n_create):
+        p = shm_path / f"c{k}.mrec"
+        fs = FaultyFileSystem()
+        fs.arm(k, errno.ENOSPC)
+        with pytest.raises(mrec.WriteError) as e:
+            _create(p, fs, True)
+        assert e.value.errno == errno.ENOSPC and str(p) in str(e.value)
+        if (p / "trajectory" / "zarr.json").exists():
+            w = mrec.TrajectoryWriter.open(p)
+        else:
+            w = _create(p, None, True)
+        with w:
+            for i in range(3):
+                w.append(_rich_frame(i), step=3 * i, time=0.5 * i)
+        _check_against(p, reference, 3)
+        shutil.rmtree(p)
+    for k in range(n_open):
+        p = shm_path / f"o{k}.mrec"
+        with _create(p, None, True) as w:
+            for i in range(3):
+                w.append(_rich_frame(i), step=3 * i, time=0.5 * i)
+        fs = FaultyFileSystem()
+        fs.arm(k, errno.EIO)
+        with pytest.raises(mrec.WriteError) as e:
+            mrec.TrajectoryWriter.open(p, fs=fs)
+        assert e.value.errno == errno.EIO
+        with mrec.TrajectoryWriter.open(p) as w:
+            assert w.committed == 3
+            for i in range(3, 6):
+                w.append(_rich_frame(i), step=3 * i, time=0.5 * i)
+        _check_against(p, reference, 6)
+        shutil.rmtree(p)

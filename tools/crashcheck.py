@@ -523,7 +523,7 @@ def full_disk_runs(work: str, quick: bool, violations: list) -> dict:
             fs.arm(None)
             try:
                 outcome = replay_with_fault(plan, root, fs, True)
-            except OSError as exc:      # create / open (the layout) did not fit: nothing promised
+            except mrec.WriteError as exc:   # create / open (the layout) did not fit: nothing promised
                 if exc.errno != 28:
                     violations.append(f"[full tmpfs {kib} KiB] create failed: {exc}")
                 continue

@@ -19,6 +19,7 @@ ahead of the document's bytes, even on a file system that does not order them
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -268,6 +269,21 @@ def _box_attrs(b: Box) -> dict | None:
 
 # -- the writer -------------------------------------------------------------------------
 
+def _write_errors(what: str):
+    """An OSError (ENOSPC, EIO ...) out of create / open as a WriteError naming the store (nothing
+    was reported committed by the call: retrying it, or reopening, is safe)."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def call(cls, path, *args, **kw):
+            try:
+                return fn(cls, path, *args, **kw)
+            except OSError as exc:
+                where = exc.filename if isinstance(exc.filename, str) else os.fspath(path)
+                raise WriteError(f"{what} failed ({exc.strerror or exc})", path=where, errno=exc.errno) from exc
+        return call
+    return wrap
+
+
 class TrajectoryWriter:
     """Streams frames into ``trajectory/`` of a ``*.mrec`` directory store.
 
@@ -306,6 +322,7 @@ class TrajectoryWriter:
 
     # -- construction ---------------------------------------------------------------
     @classmethod
+    @_write_errors("creating the trajectory")
     def create(cls, path, schema, *, flush_every: int | None = None, compression=None, durable: bool = True,
                meta: dict | None = None, fs=None, profile: str = "reference") -> "TrajectoryWriter":
         path = os.fspath(path)
@@ -350,6 +367,7 @@ class TrajectoryWriter:
         return w
 
     @classmethod
+    @_write_errors("reopening the trajectory")
     def open(cls, path, *, flush_every: int | None = None, durable: bool = True, fs=None,
              compression=None) -> "TrajectoryWriter":
         path = os.fspath(path)

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import mrec
 from mrec.errors import RefusalError
-from mrec.record.dtypes import CANONICAL_DTYPES, EXACT_U64_COLUMNS
+from mrec.record.dtypes import CANONICAL_DTYPES, EXACT_U64_COLUMNS, dtype_name
 from mrec.validate import validate
 
 
@@ -68,13 +68,18 @@ def test_validity_group_has_zarr_json_and_zarr_python_sees_the_masks(tmp_path):
     assert validate(p, deep=True).ok
 
 
+def _one_column(p, block, column, values):
+    """A one-frame trajectory of one column (declared at the values' dtype)."""
+    s = mrec.SequenceSchema()
+    s.declare_block(block, rows=len(values))
+    s.declare_column(block, column, dtype_name(values.dtype))
+    with mrec.TrajectoryWriter.create(p, s) as w:
+        w.append({"blocks": {block: {column: values}}})
+
+
 def test_no_validity_group_without_a_nullable_column(tmp_path):
     p = tmp_path / "plain.mrec"
-    s = mrec.SequenceSchema()
-    s.declare_block("atoms", rows=2)
-    s.declare_column("atoms", "x", "f64")
-    with mrec.TrajectoryWriter.create(p, s) as w:
-        w.append({"blocks": {"atoms": {"x": np.zeros(2)}}})
+    _one_column(p, "atoms", "x", np.zeros(2))
     assert not (p / "trajectory/atoms/_validity").exists()
 
 
@@ -135,7 +140,7 @@ def test_canonical_key_at_another_dtype_is_refused_as_canonical_dtype_at_append(
         with pytest.raises(RefusalError) as e:                  # and at declaration
             t = mrec.SequenceSchema()
             t.declare_block("blk", rows=2)
-            t.declare_column("blk", key, mrec.record.dtypes.dtype_name(np.asarray(a).dtype))
+            t.declare_column("blk", key, dtype_name(np.asarray(a).dtype))
         assert e.value.kind == "canonical_dtype"
     assert w.nframes == 0
     w.close()
@@ -155,11 +160,7 @@ def test_stored_narrow_or_signed_identifier_is_canonical_dtype(tmp_path, key, st
     """A trajectory whose u64 identifier / endpoint array is stored signed or narrower (another
     writer's store) is refused as canonical_dtype by the reader and by reopen (mrec-notes §7.1)."""
     p = tmp_path / "t.mrec"
-    s = mrec.SequenceSchema()
-    s.declare_block("blk", rows=2)
-    s.declare_column("blk", key, "u64")
-    with mrec.TrajectoryWriter.create(p, s) as w:
-        w.append({"blocks": {"blk": {key: np.array([0, 1], np.uint64)}}})
+    _one_column(p, "blk", key, np.array([0, 1], np.uint64))
     _retype(p, f"trajectory/blk/{key}", stored)
     for opener in (mrec.TrajectoryReader, mrec.TrajectoryWriter.open):
         with pytest.raises(RefusalError) as e:
@@ -171,11 +172,7 @@ def test_stored_narrow_or_signed_identifier_is_canonical_dtype(tmp_path, key, st
 
 def test_stored_non_canonical_column_at_another_dtype_stays_declaration_mismatch(tmp_path):
     p = tmp_path / "t.mrec"
-    s = mrec.SequenceSchema()
-    s.declare_block("blk", rows=2)
-    s.declare_column("blk", "n", "u64")
-    with mrec.TrajectoryWriter.create(p, s) as w:
-        w.append({"blocks": {"blk": {"n": np.array([0, 1], np.uint64)}}})
+    _one_column(p, "blk", "n", np.array([0, 1], np.uint64))
     _retype(p, "trajectory/blk/n", "int64")
     with pytest.raises(RefusalError) as e:
         mrec.TrajectoryReader(p)

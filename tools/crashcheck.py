@@ -328,7 +328,7 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
     counts = {"process": 0, "power": 0}
     distinct = 0
     violations: list[str] = []
-    work = tempfile.mkdtemp(prefix="mrec-crashcheck-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    work = _scratch("mrec-crashcheck-")
     try:
         for plan in plans(quick):
             if only and plan.name not in only:
@@ -379,11 +379,7 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
     print(f"crashcheck: process-crash states {counts['process']}, power-loss states {counts['power']} "
           f"[{model}, {seeds} sampled seeds + 2 extremes per cut], {distinct} distinct, violations {len(violations)}, "
           f"{time.time() - t0:.1f} s")
-    for v in violations[: (None if verbose else 40)]:
-        print("  " + v)
-    if len(violations) > 40 and not verbose:
-        print(f"  ... {len(violations) - 40} more (use -v)")
-    return 1 if violations else 0
+    return _report(violations, verbose)
 
 
 # -- write errors: ENOSPC / EIO at every injection point -----------------------------------------
@@ -457,7 +453,7 @@ def run_faults(quick: bool, verbose: bool, limit_cuts: int | None = None, only=N
     t0 = time.time()
     counts: dict[str, int] = {}
     violations: list[str] = []
-    work = tempfile.mkdtemp(prefix="mrec-faultcheck-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    work = _scratch("mrec-faultcheck-")
     try:
         for plan in plans(quick):
             if only and plan.name not in only:
@@ -494,11 +490,7 @@ def run_faults(quick: bool, verbose: bool, limit_cuts: int | None = None, only=N
     detail = ", ".join(f"{k} {v}" for k, v in counts.items())
     print(f"crashcheck --faults: {total} failing-write sessions ({detail}), violations {len(violations)}, "
           f"{time.time() - t0:.1f} s")
-    for v in violations[: (None if verbose else 40)]:
-        print("  " + v)
-    if len(violations) > 40 and not verbose:
-        print(f"  ... {len(violations) - 40} more (use -v)")
-    return 1 if violations else 0
+    return _report(violations, verbose)
 
 
 def full_disk_runs(work: str, quick: bool, violations: list) -> dict:
@@ -539,6 +531,18 @@ def full_disk_runs(work: str, quick: bool, violations: list) -> dict:
             subprocess.run(["umount", mnt], check=True)
     return {f"full tmpfs (mounts {len(sizes)}, layout fitted {n}, ENOSPC mid-session {hit})": n}
 
+
+def _scratch(prefix: str) -> str:
+    """A scratch directory, in memory when the machine has one."""
+    return tempfile.mkdtemp(prefix=prefix, dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+
+
+def _report(violations: list, verbose: bool) -> int:
+    for v in violations[: (None if verbose else 40)]:
+        print("  " + v)
+    if len(violations) > 40 and not verbose:
+        print(f"  ... {len(violations) - 40} more (use -v)")
+    return 1 if violations else 0
 
 def _op(ops, cut):
     if cut >= len(ops):

@@ -380,27 +380,9 @@ class FaultyFileSystem:
         # as pwrite / fsync on a descriptor report it: no file name (the caller must say which)
         raise OSError(self.err, os.strerror(self.err))
 
-    # -- reads pass through ------------------------------------------------------------------
-    def read(self, path):
-        return self.inner.read(path)
-
-    def read_range(self, path, offset, length):
-        return self.inner.read_range(path, offset, length)
-
-    def size(self, path):
-        return self.inner.size(path)
-
-    def exists(self, path):
-        return self.inner.exists(path)
-
-    def is_dir(self, path):
-        return self.inner.is_dir(path)
-
-    def is_link(self, path):
-        return self.inner.is_link(path)
-
-    def list_dir(self, path):
-        return self.inner.list_dir(path)
+    def __getattr__(self, name):
+        # reads (read, read_range, size, exists, is_dir, is_link, list_dir) and rmdir pass through
+        return getattr(self.inner, name)
 
     # -- mutations: injection points -----------------------------------------------------------
     def write_at(self, path, offset, data):
@@ -429,9 +411,6 @@ class FaultyFileSystem:
         if self._point("remove", path):
             self._raise(path)
         self.inner.remove(path)
-
-    def rmdir(self, path):
-        self.inner.rmdir(path)
 
     def makedirs(self, path):
         if not self.inner.is_dir(path) and self._point("mkdir", path):

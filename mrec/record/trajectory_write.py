@@ -16,6 +16,11 @@ In a durable flush every ``zarr.json`` is fsynced as its temporary file, before 
 rename (the same fsyncs as after it): the rename can then never reach the disk
 ahead of the document's bytes, even on a file system that does not order them
 (see docs/reliability.md).  ``durable="always"`` makes automatic flushes durable too.
+
+A flush that fails (ENOSPC, EIO from a write or an fsync, anything) raises
+:class:`~mrec.errors.WriteError` naming the file and poisons the writer: every
+later call refuses, the lock is released, and :meth:`TrajectoryWriter.open`
+continues from what is on disk (docs/reliability.md, "Write errors").
 """
 from __future__ import annotations
 

@@ -25,6 +25,9 @@ Every refusal happens at declaration (never at first write):
 * ``targets`` not matching ``^(?!/trajectory/)(/[^/]+/[^/]+|[^/]+)$``, naming
   an undeclared column, or a non-u64 column -> ``bad_reference``;
 * a malformed ``structural_shape`` -> ``structural_shape_mismatch``;
+* text UTF-8 cannot encode (a lone surrogate) in a block / column / meta-key
+  name -> that name's kind; in a fill -> ``meta_tag_mismatch``; in ``targets``
+  -> ``bad_reference``; in extra keys -> ``declaration_mismatch``;
 * anything else malformed (not an object, duplicate declaration, bad
   ``trailing``/``nullable``) -> ``declaration_mismatch``.
 

@@ -266,6 +266,7 @@ _BAD_DECLS = {
     "block_extra_key": (lambda s: s.declare_block("b", extra={SURROGATE: 1}), "declaration_mismatch"),
     "column_extra": (lambda s: (s.declare_block("b"), s.declare_column("b", "v", "f64", extra={"u": SURROGATE})),
                      "declaration_mismatch"),
+    "targets": (lambda s: s.declare_block("b", targets={"r": SURROGATE}), "bad_reference"),
     "from_json": (lambda s: mrec.SequenceSchema.from_json({"blocks": {"b": {"columns": {SURROGATE: {"dtype": "f64"}}}}}),
                   "reserved_column_name"),
 }

@@ -53,6 +53,19 @@ class StoreError(MrecError):
     kind = "store"
 
 
+class WriteError(StoreError):
+    """A write, replace or fsync failed (ENOSPC, EIO ...): ``errno`` is the OS error number and the
+    :class:`OSError` is chained as ``__cause__``.  A trajectory writer that raised one refuses every
+    further call with one; reopening the store re-establishes its state from what is on disk."""
+
+    kind = "write_failed"
+
+    def __init__(self, message: str, *, path: str | None = None, kind: str | None = None,
+                 errno: int | None = None):
+        super().__init__(message, path=path, kind=kind)
+        self.errno = errno
+
+
 class ZipFormatError(RefusalError):
     """A ``*.mrec.zip`` archive breaks a packing rule or is not a readable zip."""
 
@@ -66,5 +79,6 @@ __all__ = [
     "UnsupportedError",
     "CorruptionError",
     "StoreError",
+    "WriteError",
     "ZipFormatError",
 ]

@@ -58,6 +58,7 @@ RULES: dict[str, str] = {
     "N-6.1": "observables: data array and meta group paired, required keys",
     "N-6.2": "metrics: catalog, dense series, WAL",
     "N-12": "shard indexes verify their crc32c (mrec repair rebuilds a torn one)",
+    "N-4g": "every group directory holding nodes has its own zarr.json (deep)",
 }
 
 #: The rule a refusal kind belongs to (when the check itself does not say).
@@ -166,6 +167,7 @@ class _Checker:
             sections = self.check_sections(nodes)
             if self.deep:
                 self.check_chunks(nodes, sections)
+                self.check_group_documents()
         finally:
             self.store.close()
         return self.report
@@ -371,6 +373,23 @@ class _Checker:
                          "corrupt")
         if self.progress is not None:
             self.progress(len(arrays), len(arrays))
+
+
+    def check_group_documents(self) -> None:
+        """Every directory on the way to a node is a group with its zarr.json (mrec-notes §4): a
+        directory without it is invisible to a Zarr reader, which then skips what it holds
+        (a block's _validity masks: null rows read back as valid)."""
+        keys = [k for k in self.store.list("") if posixpath.basename(k) == "zarr.json"]
+        nodes = {posixpath.dirname(k) for k in keys}
+        missing: set[str] = set()
+        for p in nodes:
+            d = posixpath.dirname(p)
+            while d and d not in nodes and d not in missing:
+                missing.add(d)
+                d = posixpath.dirname(d)
+        for d in sorted(missing):
+            self.add("N-4g", self.where(meta_key(d)), "a group directory without its zarr.json: Zarr readers "
+                     "do not see the nodes under it", "bad_layout")
 
 
 def _walk_codecs(pipeline):

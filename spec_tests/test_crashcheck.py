@@ -103,3 +103,29 @@ def test_power_loss_model_drops_unsynced_and_keeps_synced(tmp_path):
     sim.materialise_process(len(fs.ops), str(proc))
     assert (proc / "a").read_bytes() == b"B" * 1024 and (proc / "b").read_bytes() == b"C" * 10
     assert np.all(np.frombuffer((proc / "a").read_bytes(), np.uint8) == ord("B"))
+
+
+def test_crashcheck_faults_quick(capsys):
+    """ENOSPC / EIO at sampled writes and fsyncs of a session (flushes, automatic flushes, a close
+    and reopen): WriteError with the errno, every retry refused, the reported-committed frames
+    bit-identical with no block vanished, reopen continues (issue 17.4-17.5; the full sweep is
+    `python tools/crashcheck.py --faults`, figures in docs/reliability.md)."""
+    assert _tool().main(["--faults", "--quick", "--cuts", "12"]) == 0
+    out = capsys.readouterr().out
+    assert "violations 0" in out and "No space left on device" in out and "Input/output error" in out
+
+
+def test_crashcheck_faults_flags_a_writer_that_forgets_a_failure(capsys, monkeypatch):
+    """The checker itself: a writer that swallows the failure and lets a retry through is reported."""
+    import mrec
+    tool = _tool()
+    real = mrec.TrajectoryWriter._commit
+
+    def forgetful(self, durable):                # the writer before the fix: fail, then retry freely
+        try:
+            real(self, durable)
+        finally:
+            self.failed = None
+    monkeypatch.setattr(mrec.TrajectoryWriter, "_commit", forgetful)
+    assert tool.main(["--faults", "--quick", "--cuts", "4"]) == 1
+    assert "after the failure the writer accepted" in capsys.readouterr().out

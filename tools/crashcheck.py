@@ -16,9 +16,22 @@ is bit-identical to what was appended; ``TrajectoryWriter.open`` reopens the
 store (running the torn-index repair), appends two frames and closes, and the
 result reads back.
 
+With ``--faults`` it checks write errors instead of crashes: each session is
+replayed once per injection point (every write, replace, rename, truncate,
+remove, mkdir, fsync and directory fsync the writer issues after create /
+open; ``mrec.fs.faulty.FaultyFileSystem``), that call failing once with ENOSPC
+and once with EIO (a short write first, as a full disk does).  The failing
+call must raise ``mrec.WriteError`` carrying the errno and naming a file of
+the store; the retries (flush, append, close) must all refuse; the store must
+hold every frame the writer reported committed, bit-identically, with no block
+vanished, at an nstep the writer issued; and reopen must continue from it.
+``--tmpfs`` runs sessions on really full file systems (small tmpfs mounts,
+root only), then grows the mount and checks the same.
+
     python tools/crashcheck.py            # the full run (every session, every cut)
     python tools/crashcheck.py --quick    # a short run (the CI test)
     python tools/crashcheck.py --seeds 16 --strict-metadata --durable-always
+    python tools/crashcheck.py --faults [--quick] [--tmpfs]
 
 Prints the states checked per model and every violation; exits 1 on any.
 """
@@ -39,7 +52,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import mrec  # noqa: E402
-from mrec.fs.faulty import CrashSimulator, recording_fs  # noqa: E402
+from mrec.fs.faulty import CrashSimulator, FaultyFileSystem, recording_fs  # noqa: E402
 from mrec.record.precision import round_to_precision  # noqa: E402
 
 PREC = 1e-3
@@ -315,7 +328,7 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
     counts = {"process": 0, "power": 0}
     distinct = 0
     violations: list[str] = []
-    work = tempfile.mkdtemp(prefix="mrec-crashcheck-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    work = _scratch("mrec-crashcheck-")
     try:
         for plan in plans(quick):
             if only and plan.name not in only:
@@ -366,12 +379,170 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
     print(f"crashcheck: process-crash states {counts['process']}, power-loss states {counts['power']} "
           f"[{model}, {seeds} sampled seeds + 2 extremes per cut], {distinct} distinct, violations {len(violations)}, "
           f"{time.time() - t0:.1f} s")
+    return _report(violations, verbose)
+
+
+# -- write errors: ENOSPC / EIO at every injection point -----------------------------------------
+
+def replay_with_fault(plan: Plan, root: str, fs: FaultyFileSystem, durable=True):
+    """Run ``plan`` on ``fs`` (armed by the caller), injection points counted only inside append /
+    flush / close.  Returns (frames appended, the failure or None, committed, nframes, retries) where
+    ``retries`` lists the calls after a failure that did not refuse."""
+    frames, w = [], None
+    for act in plan.actions:
+        fs.active = False
+        if act[0] == "create":
+            w = mrec.TrajectoryWriter.create(root, schema(), fs=fs, flush_every=plan.flush_every, durable=durable)
+            continue
+        if act[0] == "open":
+            w = mrec.TrajectoryWriter.open(root, fs=fs, flush_every=plan.flush_every, durable=durable)
+            continue
+        fs.active = True
+        try:
+            if act[0] == "append":
+                _, frame, step, t = act
+                frames.append((frame, step, t))
+                w.append(frame, step=step, time=t)
+            elif act[0] == "flush":
+                w.flush()
+            elif act[0] == "close":
+                w.close()
+        except Exception as exc:        # noqa: BLE001 -- judged by the caller
+            fs.active = False
+            committed, nframes = w.committed, w.nframes
+            retries = []
+            nxt = next((a for a in plan.actions if a[0] == "append" and a[2] > frames[-1][1]), None) \
+                if frames else None
+            calls = [("flush", w.flush)] + ([("close", w.close)] if act[0] != "close" else [])
+            if nxt is not None:
+                calls.insert(1, ("append", lambda: w.append(nxt[1], step=nxt[2], time=nxt[3])))
+            for name, call in calls:
+                try:
+                    call()
+                    retries.append(name)
+                except mrec.WriteError:
+                    pass
+                except mrec.RefusalError as e2:
+                    if e2.kind != "closed":   # a close that failed after its commit: closed, not failed
+                        retries.append(f"{name} raised {type(e2).__name__}: {e2}")
+                except Exception as e2:   # noqa: BLE001
+                    retries.append(f"{name} raised {type(e2).__name__}: {e2}")
+            return frames, exc, committed, nframes, retries
+    fs.active = False
+    return frames, None, None, None, []
+
+
+def check_fault(root: str, plan: Plan, k: int, err: int, outcome, kinds) -> str | None:
+    frames, exc, committed, nframes, retries = outcome
+    if exc is None:
+        return None if k is None else f"point {k}: no failure was injected"
+    if not isinstance(exc, mrec.WriteError):
+        return f"the failure surfaced as {type(exc).__name__}: {exc}"
+    if exc.errno != err or not isinstance(exc.__cause__, OSError):
+        return f"WriteError without the errno / OSError: {exc!r}"
+    if not (exc.path or "").startswith(root):
+        return f"WriteError names no file of the store: {exc}"
+    if retries:
+        return f"after the failure the writer accepted {retries}"
+    want = expected_frames(frames)
+    return _guard(check_state, root, want, committed, nframes, {committed, nframes})
+
+
+def run_faults(quick: bool, verbose: bool, limit_cuts: int | None = None, only=None, tmpfs: bool = False) -> int:
+    import errno as E
+    t0 = time.time()
+    counts: dict[str, int] = {}
+    violations: list[str] = []
+    work = _scratch("mrec-faultcheck-")
+    try:
+        for plan in plans(quick):
+            if only and plan.name not in only:
+                continue
+            for durable in (True, False):
+                probe = FaultyFileSystem()
+                probe.arm(None)
+                replay_with_fault(plan, os.path.join(work, "probe.mrec"), probe, durable)
+                shutil.rmtree(os.path.join(work, "probe.mrec"))
+                n = probe.count
+                points = range(n) if not limit_cuts else range(0, n, max(1, n // limit_cuts))
+                for err in (E.ENOSPC, E.EIO):
+                    label = f"{os.strerror(err)}{'' if durable else ', durable=False'}"
+                    for k in points:
+                        root = os.path.join(work, f"{plan.name}-{k}.mrec")
+                        fs = FaultyFileSystem()
+                        fs.arm(k, err)
+                        outcome = replay_with_fault(plan, root, fs, durable)
+                        counts[label] = counts.get(label, 0) + 1
+                        bad = check_fault(root, plan, k, err, outcome, None)
+                        if bad:
+                            op = fs.failures[0] if fs.failures else ("?", "?")
+                            violations.append(f"[{label}] {plan.name} point {k}/{n} ({op[0]} "
+                                              f"{os.path.relpath(op[1], root)}): {bad}")
+                        shutil.rmtree(root, ignore_errors=True)
+                if verbose:
+                    print(f"  {plan.name}{'' if durable else ' (durable=False)'}: {n} injection points", flush=True)
+        if tmpfs:
+            t = full_disk_runs(work, quick, violations)
+            counts.update(t)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    total = sum(counts.values())
+    detail = ", ".join(f"{k} {v}" for k, v in counts.items())
+    print(f"crashcheck --faults: {total} failing-write sessions ({detail}), violations {len(violations)}, "
+          f"{time.time() - t0:.1f} s")
+    return _report(violations, verbose)
+
+
+def full_disk_runs(work: str, quick: bool, violations: list) -> dict:
+    """Sessions on really full tmpfs mounts of growing sizes (root only): the first ENOSPC the
+    kernel gives, the same checks, then the mount grown and the store reopened."""
+    import subprocess
+    mnt = os.path.join(work, "tmpfs")
+    os.makedirs(mnt)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt], capture_output=True).returncode:
+        print("  tmpfs: cannot mount a tmpfs here (needs root): skipped")
+        return {}
+    subprocess.run(["umount", mnt], check=True)
+    plan = Plan("full-disk", 21, 40 if quick else 120, flush_every=3, explicit_every=4, box_every=5,
+                irregular_from=10)
+    n = hit = 0
+    sizes = range(64, 64 + (12 if quick else 48) * 12, 12)       # KiB
+    for kib in sizes:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", mnt], check=True)
+        try:
+            root = os.path.join(mnt, "t.mrec")
+            fs = FaultyFileSystem()
+            fs.arm(None)
+            try:
+                outcome = replay_with_fault(plan, root, fs, True)
+            except mrec.WriteError as exc:   # create / open (the layout) did not fit: nothing promised
+                if exc.errno != 28:
+                    violations.append(f"[full tmpfs {kib} KiB] create failed: {exc}")
+                continue
+            n += 1
+            if outcome[1] is None:
+                continue                # the whole session fitted
+            hit += 1
+            subprocess.run(["mount", "-o", f"remount,size={kib + 4096}k", mnt], check=True)
+            bad = check_fault(root, plan, None, 28, outcome, None)
+            if bad:
+                violations.append(f"[full tmpfs {kib} KiB] {bad}")
+        finally:
+            subprocess.run(["umount", mnt], check=True)
+    return {f"full tmpfs (mounts {len(sizes)}, layout fitted {n}, ENOSPC mid-session {hit})": n}
+
+
+def _scratch(prefix: str) -> str:
+    """A scratch directory, in memory when the machine has one."""
+    return tempfile.mkdtemp(prefix=prefix, dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+
+
+def _report(violations: list, verbose: bool) -> int:
     for v in violations[: (None if verbose else 40)]:
         print("  " + v)
     if len(violations) > 40 and not verbose:
         print(f"  ... {len(violations) - 40} more (use -v)")
     return 1 if violations else 0
-
 
 def _op(ops, cut):
     if cut >= len(ops):
@@ -400,8 +571,14 @@ def main(argv=None) -> int:
     ap.add_argument("--durable-always", action="store_true",
                     help="record the sessions with TrajectoryWriter(durable='always'): every flush fsynced "
                          "(what --strict-metadata needs for every commit to be durable)")
+    ap.add_argument("--faults", action="store_true",
+                    help="write errors instead of crashes: ENOSPC / EIO at every write and fsync, then retry, "
+                         "close and reopen")
+    ap.add_argument("--tmpfs", action="store_true", help="with --faults: also fill real tmpfs mounts (root only)")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
+    if a.faults:
+        return run_faults(a.quick, a.verbose, a.cuts, a.plan, a.tmpfs)
     seeds = a.seeds if a.seeds is not None else (2 if a.quick else 6)
     return run(a.quick, seeds, not a.strict_metadata, a.verbose, a.cuts, a.plan,
                "always" if a.durable_always else True)

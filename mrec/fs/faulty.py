@@ -324,3 +324,105 @@ def _apply_event(buf: bytearray, e) -> None:
         else:
             buf.extend(b"\0" * (a - len(buf)))
 
+
+
+# -- failing operations (ENOSPC, EIO) -------------------------------------------------------------
+
+#: The operations that change or sync files: the injection points of :class:`FaultyFileSystem`.
+MUTATING = ("write_at", "replace", "rename", "truncate", "remove", "fsync", "fsync_dir", "mkdir")
+
+
+class FaultyFileSystem:
+    """A file system over a real one whose mutating operations fail on demand.
+
+    Every call of a kind in ``kinds`` (default :data:`MUTATING`) is an injection point, numbered
+    from 0 since the last :meth:`arm` (:attr:`count` says how many have passed).  ``arm(n, err)``
+    makes point ``n`` raise ``OSError(err)`` as the OS would: a ``write_at`` first writes a part of
+    its bytes when ``partial`` (a short write, then the error: what a full disk does), a ``replace``
+    leaves nothing behind (the temp file is removed, the target untouched), an ``fsync`` has no
+    effect on what the reader sees (the page cache keeps the bytes; their durability is unknown).
+    ``sticky=True`` makes every later point of those kinds fail too (a disk that stays full);
+    otherwise the fault is transient and later calls succeed (space freed, a retry that works) --
+    the case that exposes a writer which forgets a failure.
+    """
+
+    def __init__(self, inner=None, *, kinds=MUTATING):
+        from .posix import PosixFileSystem
+        self.inner = inner if inner is not None else PosixFileSystem()
+        self.kinds = frozenset(kinds)
+        self.count = 0
+        self.fail_at: int | None = None
+        self.err = 28
+        self.partial = True
+        self.sticky = False
+        self.failures: list[tuple[str, str]] = []     # (kind, path) of every injected failure
+        self.active = True                            # False: calls pass through, uncounted
+
+    def arm(self, fail_at: int | None, err: int = 28, *, kinds=None, partial: bool = True,
+            sticky: bool = False) -> None:
+        """Restart the numbering; point ``fail_at`` (None: none) of ``kinds`` fails with ``err``."""
+        if kinds is not None:
+            self.kinds = frozenset(kinds)
+        self.count, self.fail_at, self.err, self.partial, self.sticky = 0, fail_at, err, partial, sticky
+
+    def _point(self, kind: str, path: str) -> bool:
+        """Count an injection point; True when it must fail."""
+        if kind not in self.kinds or not self.active:
+            return False
+        n = self.count
+        self.count += 1
+        if self.fail_at is None or n < self.fail_at or (n > self.fail_at and not self.sticky):
+            return False
+        self.failures.append((kind, path))
+        return True
+
+    def _raise(self, path: str):
+        # as pwrite / fsync on a descriptor report it: no file name (the caller must say which)
+        raise OSError(self.err, os.strerror(self.err))
+
+    def __getattr__(self, name):
+        # reads (read, read_range, size, exists, is_dir, is_link, list_dir) and rmdir pass through
+        return getattr(self.inner, name)
+
+    # -- mutations: injection points -----------------------------------------------------------
+    def write_at(self, path, offset, data):
+        if self._point("write_at", path):
+            if self.partial and len(data) > 1:
+                self.inner.write_at(path, offset, bytes(data[: len(data) // 2]))
+            self._raise(path)
+        self.inner.write_at(path, offset, data)
+
+    def replace(self, path, data, *, fsync=False):
+        if self._point("replace", path):
+            self._raise(path)
+        self.inner.replace(path, data, fsync=fsync)
+
+    def rename(self, src, dst):
+        if self._point("rename", dst):
+            self._raise(dst)
+        self.inner.rename(src, dst)
+
+    def truncate(self, path, size):
+        if self._point("truncate", path):
+            self._raise(path)
+        self.inner.truncate(path, size)
+
+    def remove(self, path):
+        if self._point("remove", path):
+            self._raise(path)
+        self.inner.remove(path)
+
+    def makedirs(self, path):
+        if not self.inner.is_dir(path) and self._point("mkdir", path):
+            self._raise(path)
+        self.inner.makedirs(path)
+
+    def fsync(self, path):
+        if self._point("fsync", path):
+            self._raise(path)
+        self.inner.fsync(path)
+
+    def fsync_dir(self, path):
+        if self._point("fsync_dir", path):
+            self._raise(path)
+        self.inner.fsync_dir(path)

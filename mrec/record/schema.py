@@ -25,6 +25,9 @@ Every refusal happens at declaration (never at first write):
 * ``targets`` not matching ``^(?!/trajectory/)(/[^/]+/[^/]+|[^/]+)$``, naming
   an undeclared column, or a non-u64 column -> ``bad_reference``;
 * a malformed ``structural_shape`` -> ``structural_shape_mismatch``;
+* text UTF-8 cannot encode (a lone surrogate) in a block / column / meta-key
+  name -> that name's kind; in a fill -> ``meta_tag_mismatch``; in ``targets``
+  -> ``bad_reference``; in extra keys -> ``declaration_mismatch``;
 * anything else malformed (not an object, duplicate declaration, bad
   ``trailing``/``nullable``) -> ``declaration_mismatch``.
 
@@ -106,15 +109,60 @@ def _refuse(message: str, kind: str, path: str | None) -> RefusalError:
     return RefusalError(message, path=path, kind=kind)
 
 
+def unencodable(obj: Any, limit: int = 100_000) -> tuple[str, str] | None:
+    """(where, the text) of the first string in ``obj`` (a str, or dicts / lists / tuples / numpy
+    object arrays of them, keys included) that UTF-8 cannot encode -- a lone surrogate such as
+    ``"\\ud800"`` -- else None.  Iterative (no recursion limit); ``limit`` containers at most."""
+    stack: list[tuple[str, Any]] = [("", obj)]
+    seen = 0
+    while stack:
+        where, o = stack.pop()
+        if isinstance(o, str):
+            try:
+                o.encode("utf-8")
+            except UnicodeEncodeError:
+                return where, o
+        elif isinstance(o, Mapping):
+            seen += 1
+            for k, v in reversed(list(o.items())):
+                stack.append((f"{where}[{k!r}]", v))
+                stack.append((f"{where} key", k))
+        elif isinstance(o, (list, tuple)) or (isinstance(o, np.ndarray) and o.dtype.kind in "OU"):
+            seen += 1
+            items = o.ravel().tolist() if isinstance(o, np.ndarray) else o
+            if all(type(x) is str for x in items):
+                try:                                   # one encode for the common all-valid case
+                    "".join(items).encode("utf-8")
+                    continue
+                except UnicodeEncodeError:
+                    pass
+            stack.extend((f"{where}[{i}]", x) for i, x in reversed(list(enumerate(items))))
+        if seen > limit:
+            return None
+    return None
+
+
+def check_text(obj: Any, what: str, path: str | None, kind: str = "bad_string") -> None:
+    """Refuse (``kind``) text UTF-8 cannot encode anywhere in ``obj``: every name and string of a
+    store is UTF-8 (zarr.json, vlen-utf8), and a lone surrogate accepted now fails every later write."""
+    bad = unencodable(obj)
+    if bad is not None:
+        where, text = bad
+        raise _refuse(f"{what}{where}: {text!r} is not encodable as UTF-8 (a lone surrogate); "
+                      "strings and names in a record are UTF-8 text", kind, path)
+
+
 def _plain_extra(extra: Any, what: str, path: str | None) -> dict[str, Any]:
     if extra is None:
         return {}
     if not isinstance(extra, Mapping):
         raise _refuse(f"{what}: extra keys must be a mapping", "declaration_mismatch", path)
     try:
-        return {str(k): to_plain(v) for k, v in extra.items()}
+        out = {str(k): to_plain(v) for k, v in extra.items()}
     except TypeError as exc:
         raise _refuse(f"{what}: extra keys are not JSON ({exc})", "declaration_mismatch", path) from None
+    check_text(out, f"{what}: extra keys", path, "declaration_mismatch")
+    return out
 
 
 def _mapping(obj: Any, what: str, path: str | None, kind: str = "declaration_mismatch") -> Mapping[str, Any]:
@@ -237,6 +285,7 @@ def _checked_meta(key: str, decl: MetaDecl, path: str | None) -> MetaDecl:
                           "meta_tag_mismatch", path)
     elif fill is not ABSENT:
         fill = coerce_meta_value(tag, fill, key, path)
+        check_text(fill, f"meta key {key!r}: fill", path, "meta_tag_mismatch")
     return MetaDecl(tag, fill, _plain_extra(decl.extra, f"meta key {key!r}", path))
 
 
@@ -288,6 +337,7 @@ class SequenceSchema:
         """
         path = self.path
         check_node_name(name, "block", "reserved_block_name", path)
+        check_text(name, "block name", path, "reserved_block_name")
         if name in TRAJECTORY_RESERVED_BLOCKS:
             raise _refuse(f"block {name!r} is reserved in a trajectory "
                           f"({', '.join(sorted(TRAJECTORY_RESERVED_BLOCKS))})", "reserved_block_name", path)
@@ -322,6 +372,7 @@ class SequenceSchema:
         """Declare per-step meta key ``key`` with tag ``tag`` and an optional fill (native value)."""
         path = self.path
         check_node_name(key, "meta key", "reserved_meta_key", path)
+        check_text(key, "meta key", path, "reserved_meta_key")
         if key in self.meta:
             raise _refuse(f"meta key {key!r} is already declared", "declaration_mismatch", path)
         decl = _checked_meta(key, MetaDecl(tag, fill, dict(extra or {})), path)
@@ -332,6 +383,7 @@ class SequenceSchema:
 
     def _check_column_name(self, block: str, column: str) -> None:
         check_node_name(column, f"block {block!r} column", "reserved_column_name", self.path)
+        check_text(column, f"block {block!r} column name", self.path, "reserved_column_name")
         if column in TRAJECTORY_RESERVED_COLUMNS:
             raise _refuse(f"block {block!r} column {column!r} is reserved in a trajectory block "
                           f"({', '.join(sorted(TRAJECTORY_RESERVED_COLUMNS))})", "reserved_column_name", self.path)
@@ -352,6 +404,7 @@ class SequenceSchema:
             if rows is None:
                 rows = math.prod(shape)
         targets = None if decl.targets is None else check_targets(decl.targets, what, path)
+        check_text(targets, f"{what} targets", path, "bad_reference")
         target = decl.aligned_with
         if target is not None:
             if not isinstance(target, str):

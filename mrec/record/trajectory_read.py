@@ -26,7 +26,7 @@ from ..zarr.array import MAX_READ_ELEMENTS, Array, read_node
 from ..zarr.metadata import ArrayMetadata, GroupMetadata
 from ..zarr.store import DirectoryStore
 from . import typed_json
-from .dtypes import dtype_from_zarr
+from .dtypes import check_canonical, dtype_from_zarr
 from .model import Box, Frame
 from .schema import SequenceSchema
 
@@ -262,6 +262,9 @@ def _load_block(store, name: str, decl, nstep: int) -> BlockLayout:
             continue
         dt = dtype_from_zarr(arr.meta.data_type.name, arr.name)
         if dt != cdecl.dtype or tuple(arr.shape[1:]) != tuple(cdecl.trailing):
+            # a canonical key (an exactly-u64 identifier / endpoint ...) stored at another dtype or
+            # shape breaks the vocabulary before the declaration (mrec-notes §7.1)
+            check_canonical(name, col, dt, arr.shape[1:], arr.name)
             raise refuse("declaration_mismatch",
                          f"column is {dt}{list(arr.shape[1:])}, declared {cdecl.dtype}{list(cdecl.trailing)}", arr.name)
         b.columns[col] = arr

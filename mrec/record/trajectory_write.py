@@ -16,9 +16,15 @@ In a durable flush every ``zarr.json`` is fsynced as its temporary file, before 
 rename (the same fsyncs as after it): the rename can then never reach the disk
 ahead of the document's bytes, even on a file system that does not order them
 (see docs/reliability.md).  ``durable="always"`` makes automatic flushes durable too.
+
+A flush that fails (ENOSPC, EIO from a write or an fsync, anything) raises
+:class:`~mrec.errors.WriteError` naming the file and poisons the writer: every
+later call refuses, the lock is released, and :meth:`TrajectoryWriter.open`
+continues from what is on disk (docs/reliability.md, "Write errors").
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -27,7 +33,7 @@ import struct
 
 import numpy as np
 
-from ..errors import CorruptionError, RefusalError, StoreError
+from ..errors import CorruptionError, RefusalError, StoreError, WriteError
 from ..zarr.array import Array, ShardedAppender, meta_key, read_node, write_group
 from ..zarr.dtypes import DATA_TYPES
 from ..zarr.metadata import ArrayMetadata, GroupMetadata, json_dumps
@@ -39,7 +45,8 @@ from .model import Box, Frame
 from .lock import parse_lock_pid, pid_alive
 from .precision import round_to_precision, stack_rounded, stack_rows
 from .repair import repair_store
-from .schema import ABSENT, SequenceSchema
+from .schema import ABSENT, SequenceSchema, check_text
+from .frame_group import VALIDITY
 from .trajectory_read import LOCK_NAME, TRAJ, load_layout, refuse, tag_layout, TrajectoryReader
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
@@ -89,6 +96,12 @@ class _Writer:
     @property
     def dirty(self) -> bool:
         return self.meta_dirty or self.appender.pending_rows > 0
+
+    def shard_key(self) -> str:
+        """The shard file the next landing writes first (for error messages)."""
+        ap = self.appender
+        first = ap.rows - (len(ap.tail) if ap.tail is not None else 0)
+        return self.array.chunk_key((first // ap.shard_rows,) + (0,) * (self.array.meta.ndim - 1))
 
     def land(self) -> list[str]:
         keys = self.appender.land()
@@ -184,6 +197,7 @@ class _BlockState:
         self.last: tuple[int, dict, dict] | None = None     # rows, values, masks of the latest update
         self.attrs: dict = {}
         self.group_dirty = False
+        self.validity_missing = False                       # _validity/zarr.json to write at the next commit
         self.target_max: dict[str, int] = {}                # max non-null value of referencing columns
 
     @property
@@ -260,6 +274,21 @@ def _box_attrs(b: Box) -> dict | None:
 
 # -- the writer -------------------------------------------------------------------------
 
+def _write_errors(what: str):
+    """An OSError (ENOSPC, EIO ...) out of create / open as a WriteError naming the store (nothing
+    was reported committed by the call: retrying it, or reopening, is safe)."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def call(cls, path, *args, **kw):
+            try:
+                return fn(cls, path, *args, **kw)
+            except OSError as exc:
+                where = exc.filename if isinstance(exc.filename, str) else os.fspath(path)
+                raise WriteError(f"{what} failed ({exc.strerror or exc})", path=where, errno=exc.errno) from exc
+        return call
+    return wrap
+
+
 class TrajectoryWriter:
     """Streams frames into ``trajectory/`` of a ``*.mrec`` directory store.
 
@@ -282,6 +311,8 @@ class TrajectoryWriter:
         self.nframes = 0
         self.committed = 0
         self.closed = False
+        self.failed: WriteError | None = None        # set by a failed commit: every later call refuses
+        self._at = ("", "")                          # (what, key) the commit is doing: named by a failure
         self.blocks: dict[str, _BlockState] = {}
         self.box = _BoxState()
         self.meta: dict[str, _Writer] = {}
@@ -296,6 +327,7 @@ class TrajectoryWriter:
 
     # -- construction ---------------------------------------------------------------
     @classmethod
+    @_write_errors("creating the trajectory")
     def create(cls, path, schema, *, flush_every: int | None = None, compression=None, durable: bool = True,
                meta: dict | None = None, fs=None, profile: str = "reference") -> "TrajectoryWriter":
         path = os.fspath(path)
@@ -305,6 +337,7 @@ class TrajectoryWriter:
             schema = SequenceSchema.from_frame(Frame.from_any(schema))
         if not isinstance(schema, SequenceSchema):
             raise RefusalError(f"schema {schema!r} is not a SequenceSchema", kind="declaration_mismatch")
+        check_text(meta, "meta document", path)
         store = DirectoryStore(path, fs=fs)
         root = read_node(store, "")
         if root is not None and not isinstance(root, GroupMetadata):
@@ -339,6 +372,7 @@ class TrajectoryWriter:
         return w
 
     @classmethod
+    @_write_errors("reopening the trajectory")
     def open(cls, path, *, flush_every: int | None = None, durable: bool = True, fs=None,
              compression=None) -> "TrajectoryWriter":
         path = os.fspath(path)
@@ -451,6 +485,10 @@ class TrajectoryWriter:
             write_group(st, bs.path, bs.attrs)
             written.append(meta_key(bs.path))
             rpc, rbs = self._block_extent(decl)
+            if any(cd.nullable for cd in decl.columns.values()):
+                # the mask subgroup is a group like any other: its zarr.json (mrec-notes §1.4, §4)
+                write_group(st, f"{bs.path}/{VALIDITY}")
+                written.append(meta_key(f"{bs.path}/{VALIDITY}"))
             for col, cd in decl.columns.items():
                 arr = Array.create(st, f"{bs.path}/{col}", self._column_meta(decl, col, rpc, rbs[col]))
                 bs.cols[col] = _Writer(arr, 0, new=False)
@@ -560,6 +598,10 @@ class TrajectoryWriter:
                 bs.group_dirty = True
             else:
                 bs.attrs = dict(bl_.group.attributes)
+            if any(cd.nullable for cd in decl.columns.values()) and \
+                    not isinstance(read_node(st, f"{bs.path}/{VALIDITY}"), GroupMetadata):
+                # a store written before the mask subgroup had its zarr.json: the next commit adds it
+                bs.validity_missing = True
             total = bl_.total_rows
             for col, cd in decl.columns.items():
                 arr = bl_.columns.get(col)
@@ -596,8 +638,17 @@ class TrajectoryWriter:
 
     # -- append -----------------------------------------------------------------------------
     def _check_open(self):
+        if self.failed is not None:
+            raise self._refusal()
         if self.closed:
             raise RefusalError("the writer is closed", path=self.store.root, kind="closed")
+
+    def _refusal(self) -> WriteError:
+        f = self.failed
+        err = WriteError(f"this writer refuses further work since {f.detail.split(';')[0]}: reopen the store "
+                         "(TrajectoryWriter.open) to continue from what is on disk", path=f.path, errno=f.errno)
+        err.__cause__ = f
+        return err
 
     def _next_step(self, step) -> int:
         last = self.step.last
@@ -629,6 +680,14 @@ class TrajectoryWriter:
                                kind="partial_time")
         return time
 
+    def _check_strings(self, f: Frame, i: int) -> None:
+        """Refuse (``bad_string``) a string value UTF-8 cannot encode (a lone surrogate): accepted, it
+        would make every later flush fail with the frames after the last commit lost."""
+        for name, cols in f.blocks.items():
+            for c, cd in self.schema.blocks[name].columns.items():
+                if cd.dtype == "string" and c in cols:
+                    check_text(cols[c], f"frame {i}: block {name!r} column {c!r}, row", self.store.root)
+
     def _meta_values(self, f: Frame) -> dict:
         out = {}
         for key, md in self.schema.meta.items():
@@ -640,6 +699,8 @@ class TrajectoryWriter:
                 raise RefusalError(f"frame {self.nframes} omits meta key {key!r}, which has no fill",
                                    kind="missing_meta_value")
             v = typed_json.coerce_meta_value(md.tag, v, key)
+            if md.tag in ("string", "json"):       # JSON would escape a lone surrogate: refused alike
+                check_text(v, f"frame {self.nframes}: meta key {key!r}", self.store.root)
             if md.tag == "json":
                 v = typed_json.json_dumps(v)
             out[key] = v
@@ -748,6 +809,7 @@ class TrajectoryWriter:
         step = self._next_step(step)
         time = self._check_time(time)
         meta_values = self._meta_values(f)
+        self._check_strings(f, i)
         plans = self._plan_blocks(f)
         self._check_system(plans, i)
         self._check_resolved(plans, i)
@@ -895,7 +957,7 @@ class TrajectoryWriter:
     def _extend_run(self, batch: list, pos: int) -> int:
         """Append the longest run of regular frames from batch[pos] up to the next automatic flush,
         exactly as :meth:`append` one by one would; the number taken (0: batch[pos] goes to append)."""
-        if self.closed or self.has_time:
+        if self.closed or self.failed is not None or self.has_time:
             return 0
         spec = self._fast_spec()
         if spec is None:
@@ -1207,6 +1269,7 @@ class TrajectoryWriter:
         st = self.store
         dirs: list[str] = []
         for k in data_keys + meta_keys:
+            self._at = ("fsync of", k)
             st.fsync(k)
             d = posixpath.dirname(k)
             while d not in dirs:
@@ -1215,6 +1278,7 @@ class TrajectoryWriter:
                     break
                 d = posixpath.dirname(d)
         for d in sorted(dirs, key=lambda x: -x.count("/")):
+            self._at = ("fsync of the directory", d)
             st.fsync_dir(d)
         return set(dirs)
 
@@ -1222,11 +1286,13 @@ class TrajectoryWriter:
         """fsync the directory of ``key`` (its entry just changed), then its parents up to
         trajectory/ that no fsync in this commit has covered yet."""
         d = posixpath.dirname(key)
+        self._at = ("fsync of the directory", d)
         self.store.fsync_dir(d)
         done.add(d)
         while d.startswith(TRAJ + "/"):
             d = posixpath.dirname(d)
             if d not in done:
+                self._at = ("fsync of the directory", d)
                 self.store.fsync_dir(d)
                 done.add(d)
 
@@ -1235,6 +1301,45 @@ class TrajectoryWriter:
             pending.extend(k for k in keys if k not in pending)
 
     def _commit(self, durable: bool) -> None:
+        """:meth:`_land_and_publish`, all or nothing for this object: any failure inside (ENOSPC,
+        EIO from a write or an fsync, anything else) leaves the writer refusing every later call.
+
+        Once a write or fsync has failed the writer cannot know what reached the disk (a failed
+        fsync may have dropped the dirty pages: PostgreSQL's "fsyncgate"), and its buffers and shard
+        indexes may already describe bytes that never landed; retrying would commit a ``zarr.json``
+        that names them.  So it does not retry: the store stays at the last ``nstep`` that landed
+        (its arrays may be longer: the reopen rule shrinks them) and reopening re-establishes the
+        state from disk (docs/reliability.md, "Write errors")."""
+        if self.failed is not None:
+            raise self._refusal()
+        try:
+            self._land_and_publish(durable)
+        except BaseException as exc:
+            what, key = self._at
+            if isinstance(exc, OSError):
+                self.failed = WriteError(
+                    f"{what} {key or self.store.root} failed ({exc.strerror or exc}); this writer refuses further "
+                    f"work: frames {self.committed} and later were not reported committed, reopen the store "
+                    "(TrajectoryWriter.open) to continue from what is on disk",
+                    path=self.store.describe(key) if key else self.store.root, errno=exc.errno)
+                self._poisoned()
+                raise self.failed from exc
+            self.failed = WriteError(f"{what} {key} failed ({type(exc).__name__}: {exc}); this writer refuses "
+                                     "further work: reopen the store (TrajectoryWriter.open)",
+                                     path=self.store.describe(key) if key else self.store.root)
+            self.failed.__cause__ = exc
+            self._poisoned()
+            raise
+
+    def _poisoned(self) -> None:
+        """A failed writer writes nothing more: its lock goes now (best effort), so the store can be
+        reopened, in this process or another."""
+        try:
+            self._release_lock()
+        except OSError:
+            pass
+
+    def _land_and_publish(self, durable: bool) -> None:
         st = self.store
         order: list[_Writer] = []        # the landing order (the index arrays before what they index)
         groups = []
@@ -1243,6 +1348,9 @@ class TrajectoryWriter:
             if bs.group_dirty:
                 groups.append((bs.path, bs.attrs))
                 bs.group_dirty = False
+            if bs.validity_missing:
+                groups.append((f"{bs.path}/{VALIDITY}", {}))
+                bs.validity_missing = False
         box = [w for w in self.box.writers() if w.dirty]
         order += box
         if self.box.group_dirty or (box and not self.box.group_exists):
@@ -1253,10 +1361,17 @@ class TrajectoryWriter:
         order += [w for w in rest if w.dirty]
         data_keys: list[str] = []
         for w in order:
+            self._at = (f"landing rows of array {w.path} into", w.shard_key())
             data_keys += w.land()
         if not durable:
-            meta_keys = [k for k in (w.publish() for w in order) if k]
+            meta_keys = []
+            for w in order:
+                self._at = ("publishing", meta_key(w.path))
+                k = w.publish()
+                if k:
+                    meta_keys.append(k)
             for path, attrs in groups:
+                self._at = ("publishing", meta_key(path))
                 write_group(st, path, attrs)
                 meta_keys.append(meta_key(path))
             self._pend(data_keys, meta_keys)
@@ -1271,10 +1386,12 @@ class TrajectoryWriter:
             done = self._sync(*self._unsynced)
             self._unsynced = ([], [])
             for w in order:
+                self._at = ("publishing", meta_key(w.path))
                 k = w.publish(True)
                 if k:
                     self._sync_dirs(k, done)
             for path, attrs in groups:
+                self._at = ("publishing", meta_key(path))
                 write_group(st, path, attrs, fsync=True)
                 self._sync_dirs(meta_key(path), done)
         attrs = dict(self.traj_attrs)
@@ -1286,11 +1403,14 @@ class TrajectoryWriter:
                 attrs.pop(key, None)
             else:
                 attrs[key] = a
-        self.traj_attrs = attrs
+        self._at = ("committing (nstep)", meta_key(TRAJ))
         st.set(meta_key(TRAJ), json_dumps(GroupMetadata(attrs).to_json()), fsync=durable)
         if durable:
+            self._at = ("fsync of the directory", TRAJ)
             st.fsync_dir(TRAJ)
+        self.traj_attrs = attrs
         self.committed = self.nframes
+        self._at = ("", "")
 
     def flush(self) -> None:
         """Land every buffered frame and commit; durable unless the writer was made with durable=False."""
@@ -1298,19 +1418,34 @@ class TrajectoryWriter:
         self._commit(durable=self.durable)
 
     def close(self) -> None:
-        """The last durable flush; idempotent."""
+        """The last durable flush; idempotent.  A writer that failed refuses (raises its
+        :class:`WriteError`) once, releasing its lock; the store stays as it was left."""
         if self.closed:
             return
+        if self.failed is not None:
+            self.closed = True
+            self._poisoned()
+            raise self._refusal()
         try:
             self._commit(durable=self.durable)
         finally:
             self.closed = True
-            self._release_lock()
+            if self.failed is None:
+                try:
+                    self._release_lock()
+                except OSError as exc:
+                    raise WriteError(f"removing the writer lock failed ({exc.strerror or exc}); every frame is "
+                                     f"committed (nstep {self.committed})", path=self.store.describe(LOCK_NAME),
+                                     errno=exc.errno) from exc
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and self.failed is not None:
+            self.closed = True          # the failure is already propagating: do not raise it again
+            self._poisoned()
+            return
         self.close()
 
     @property

@@ -303,3 +303,121 @@ def test_time_progression_overflowing_f64_refused(tmp_path):
             mrec.TrajectoryReader(p).times
         assert e.value.kind == "broken_index" and "time_progression" in str(e.value)
         assert hashlib.sha256(meta.read_bytes()).hexdigest() == before
+
+
+# -- issue 17.2: the CRC-32 of every entry read whole; a lost entry is an error -------------------
+
+def _stored_zip(entries: list[tuple[str, bytes]]) -> bytes:
+    """A stored zip of ``(name, data)`` entries with correct CRC-32s (names need not be safe)."""
+    local, cd = b"", b""
+    for name, data in entries:
+        nm = name.encode()
+        crc = zlib.crc32(data)
+        cd += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0x800, 0, 0, 0x21, crc, len(data), len(data),
+                          len(nm), 0, 0, 0, 0, 0, len(local)) + nm
+        local += struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0x800, 0, 0, 0x21, crc, len(data), len(data),
+                             len(nm), 0) + nm + data
+    eocd = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(entries), len(entries), len(cd), len(local), 0)
+    return local + cd + eocd
+
+
+def _packed_traj(tmp_path, n=5):
+    from mrec.pack import pack
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=2)
+    s.declare_column("atoms", "x", "f64")
+    p = tmp_path / "t.mrec"
+    with mrec.TrajectoryWriter.create(p, s) as w:
+        for i in range(n):
+            w.append({"blocks": {"atoms": {"x": np.full(2, float(i))}}}, step=10 * i, time=float(i))
+    return pack(p)
+
+
+def _entry_data_offset(archive, name: str) -> tuple[int, int]:
+    import zipfile
+    with zipfile.ZipFile(archive) as zf:
+        info = zf.getinfo(name)
+    return info.header_offset + 30 + len(name.encode()), info.file_size
+
+
+def test_flipped_bit_in_packed_metadata_is_refused_naming_the_entry(tmp_path):
+    """One flipped bit in trajectory/zarr.json (stride 10 -> 30) read the steps 0 30 60 ... silently."""
+    z = _packed_traj(tmp_path)
+    assert list(mrec.TrajectoryReader(z).steps) == [0, 10, 20, 30, 40]
+    data = bytearray(z.read_bytes())
+    start, size = _entry_data_offset(z, "trajectory/zarr.json")
+    pos = start + bytes(data[start:start + size]).index(b'"stride": 10') + len('"stride": ')
+    data[pos] ^= 0x02                                      # '1' -> '3'
+    z.write_bytes(bytes(data))
+    with pytest.raises(mrec.CorruptionError) as e:
+        mrec.TrajectoryReader(z).steps
+    assert str(z) in str(e.value) and "'trajectory/zarr.json'" in str(e.value) and "CRC-32" in str(e.value)
+
+
+def test_every_whole_entry_read_checks_its_crc(tmp_path):
+    """Every metadata entry and every chunk read whole (get, or a range that is the whole entry)."""
+    z = _packed_traj(tmp_path)
+    st = ZipStore(z)
+    for key in st.list():
+        assert st.get(key) is not None
+    clean = z.read_bytes()
+    for key in ("zarr.json", "meta/zarr.json", "trajectory/atoms/x/zarr.json", "trajectory/atoms/x/c/0"):
+        data = bytearray(clean)
+        start, size = _entry_data_offset(z, key)
+        data[start + size - 1] ^= 0x01
+        z.write_bytes(bytes(data))
+        st = ZipStore(z)
+        with pytest.raises(mrec.CorruptionError, match=f"'{key}': CRC-32"):
+            st.get(key)
+        with pytest.raises(mrec.CorruptionError, match=f"'{key}': CRC-32"):
+            st.get_range(key, 0, size)
+        assert len(st.get_range(key, 0, size - 1)) == size - 1       # a part is not (the CRC covers all)
+
+
+def test_entry_listed_but_its_bytes_lost_is_an_error_not_fill(tmp_path):
+    """The central directory lists every entry: a chunk whose local header (or data) is gone is an
+    error when read, never the fill value of a missing chunk."""
+    z = _packed_traj(tmp_path)
+    clean = z.read_bytes()
+    key = "trajectory/atoms/x/c/0"
+    start, size = _entry_data_offset(z, key)
+    header = start - 30 - len(key)
+    lost_header = bytearray(clean)
+    lost_header[header:header + 4] = b"\0\0\0\0"
+    lost_data = bytearray(clean)
+    lost_data[start + size // 2: start + size // 2 + 64] = bytes(64)
+    for damaged in (lost_header, lost_data):
+        z.write_bytes(bytes(damaged))
+        with pytest.raises(mrec.MrecError) as e:
+            mrec.TrajectoryReader(z)[0]
+        assert key in str(e.value) or "trajectory/atoms/x" in str(e.value), str(e.value)
+
+
+def test_entry_name_of_many_components_refused_fast(tmp_path):
+    """A 64 KiB name of 32 767 components took 4.7 s and 1 GiB to open, and unpack hit RecursionError."""
+    import time
+    from mrec.pack import unpack
+    name = "a/" * 32767 + "a"
+    p = tmp_path / "deep.mrec.zip"
+    p.write_bytes(_stored_zip([("zarr.json", ROOT_JSON), (name, b"x")]))
+    t0 = time.perf_counter()
+    tracemalloc.start()
+    with pytest.raises(mrec.ZipFormatError) as e:
+        ZipStore(p)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert time.perf_counter() - t0 < 1.0 and peak < 16 * 2**20
+    assert "4096 bytes" in str(e.value) and len(str(e.value)) < 400
+    with pytest.raises(mrec.ZipFormatError):
+        unpack(p)
+    assert not (tmp_path / "deep.mrec").exists()
+
+
+@pytest.mark.parametrize("name,why", [("a" * 256 + "/zarr.json", "longer than 255 bytes"),
+                                      ("b/" * 300 + "zarr.json", "path components"),
+                                      ("c" * 200 + "/" + "/".join(["d" * 200] * 25), "longer than 4096 bytes")])
+def test_entry_names_no_file_system_can_hold_refused(tmp_path, name, why):
+    p = tmp_path / "n.mrec.zip"
+    p.write_bytes(_stored_zip([("zarr.json", ROOT_JSON), (name, b"x")]))
+    with pytest.raises(mrec.ZipFormatError, match=why):
+        ZipStore(p)

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import mrec
+from mrec.validate import validate
 from mrec.zarr.array import Array
 from mrec.zarr.store import DirectoryStore
 from mrec.zarr.zipstore import ZipStore
@@ -421,3 +422,127 @@ def test_entry_names_no_file_system_can_hold_refused(tmp_path, name, why):
     p.write_bytes(_stored_zip([("zarr.json", ROOT_JSON), (name, b"x")]))
     with pytest.raises(mrec.ZipFormatError, match=why):
         ZipStore(p)
+
+
+# -- issue 17.11: nothing allocated or looped from untrusted sizes -------------------------------
+
+def _array_dir(tmp_path, doc, chunks: dict[str, bytes]):
+    d = tmp_path / "a"
+    d.mkdir()
+    (d / "zarr.json").write_text(json.dumps(doc))
+    for key, data in chunks.items():
+        f = d / key
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(data)
+    return Array.open(DirectoryStore(tmp_path), "a")
+
+
+def _bounded(fn, limit=64 * 2**20):
+    """Run ``fn`` under tracemalloc; return (exception, peak bytes)."""
+    tracemalloc.start()
+    try:
+        fn()
+        exc = None
+    except Exception as e:        # noqa: BLE001 - the caller asserts the type
+        exc = e
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < limit, peak
+    return exc
+
+
+def test_vlen_utf8_count_beyond_the_chunk_refused_before_allocation(tmp_path):
+    """A 16-byte vlen-utf8 chunk declaring 2^31 strings allocated 16 GiB (validate --deep)."""
+    doc = _array_doc([2**31], [2**31], dtype="string", codecs=[{"name": "vlen-utf8"}], fill="")
+    arr = _array_dir(tmp_path, doc, {"c/0": struct.pack("<I", 2**31) + bytes(12)})
+    exc = _bounded(lambda: arr.read(slice(0, 1)))
+    assert isinstance(exc, mrec.CorruptionError) and "a/c/0" in str(exc) and "cannot hold" in str(exc), exc
+
+
+def test_deep_walk_visits_only_stored_chunks(tmp_path):
+    """A 1 KB zarr.json declaring 2^20 x 2^20 one-element chunks: validate --deep walked 2^40 keys."""
+    import time
+    (tmp_path / "r.mrec").mkdir()
+    root = tmp_path / "r.mrec"
+    (root / "zarr.json").write_bytes(ROOT_JSON)
+    doc = _array_doc([2**20, 2**20], [1, 1])
+    (root / "frame").mkdir()
+    (root / "frame" / "zarr.json").write_bytes(ROOT_JSON)
+    (root / "big").mkdir()
+    (root / "big" / "zarr.json").write_text(json.dumps(doc))
+    for key in ("c/0/0", "c/7/5"):
+        (root / "big" / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / "big" / key).write_bytes(struct.pack("<d", 1.5))
+    (root / "big" / "c" / "9").mkdir()
+    (root / "big" / "c" / "9" / "x").write_bytes(b"not a chunk key")
+    t0 = time.perf_counter()
+    r = validate(root, deep=True)
+    assert time.perf_counter() - t0 < 5
+    assert r.checked["chunks"] == 2, r.checked
+    (root / "big" / "c" / "7" / "5").write_bytes(b"short")
+    r = validate(root, deep=True)
+    assert any("big/c/7/5" in v.path or "big/c/7/5" in v.message for v in r.violations), r.violations
+
+
+def _bomb_gzip(total: int) -> bytes:
+    import gzip
+    member = gzip.compress(bytes(64 << 20), compresslevel=1)
+    return member * (total // (64 << 20))
+
+
+def _bomb_zstd(total: int, content_size: bool) -> bytes:
+    import zstandard
+    frame = zstandard.ZstdCompressor(level=1, write_content_size=content_size).compress(bytes(64 << 20))
+    return frame * (total // (64 << 20)) if not content_size else frame
+
+
+@pytest.mark.parametrize("codec,make", [
+    ("gzip", lambda: _bomb_gzip(2 << 30)),                     # 2 GiB in concatenated members
+    ("zstd", lambda: _bomb_zstd(2 << 30, False)),              # 2 GiB in frames stating no size
+    ("zstd", lambda: _bomb_zstd(0, True)),                     # one frame stating 64 MiB
+])
+def test_compression_bombs_bounded_by_the_chunk_size(tmp_path, codec, make):
+    """gzip / zstd chunks decoding to 1.25-2 GiB for a 64 KB chunk: the decode stops at what the
+    array metadata fixes (here 1000 float64) and refuses, naming the chunk."""
+    import time
+    doc = _array_doc([1000], [1000], codecs=[{"name": "bytes", "configuration": {"endian": "little"}},
+                                             {"name": codec, "configuration": {"level": 1}}])
+    arr = _array_dir(tmp_path, doc, {"c/0": make()})
+    t0 = time.perf_counter()
+    exc = _bounded(lambda: arr.read())
+    assert time.perf_counter() - t0 < 5
+    assert isinstance(exc, mrec.CorruptionError) and "a/c/0" in str(exc) and "can hold" in str(exc), exc
+
+
+def test_sharded_inner_chunk_bomb_bounded(tmp_path):
+    """The same bound inside a shard: the inner chunk's shape fixes it."""
+    import zstandard
+    from mrec.zarr.codecs.sharding import ShardIndex, ShardingCodec
+    from mrec.zarr.pipeline import CodecPipeline
+    inner = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]
+    codecs = [{"name": "sharding_indexed", "configuration": {
+        "chunk_shape": [10], "codecs": inner,
+        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+        "index_location": "start"}}]
+    doc = _array_doc([10], [10], codecs=codecs)
+    sh = CodecPipeline.from_json(codecs, "x").array_bytes
+    assert isinstance(sh, ShardingCodec)
+    bomb = zstandard.ZstdCompressor(level=1, write_content_size=False).compress(bytes(64 << 20))
+    index = ShardIndex.empty((1,))
+    index.offsets[0], index.nbytes[0] = sh.index_size((1,)), len(bomb)
+    arr = _array_dir(tmp_path, doc, {"c/0": sh.encode_index(index) + bomb})
+    exc = _bounded(lambda: arr.read())
+    assert isinstance(exc, mrec.CorruptionError) and "can hold" in str(exc), exc
+
+
+def test_declared_rows_far_beyond_any_frame_refused_at_declaration(tmp_path):
+    """rows=2^40 planned 8 TiB chunks: the first 3-row frame raised MemoryError at landing."""
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=2**40)
+    with pytest.raises(mrec.RefusalError) as e:
+        s.declare_column("atoms", "u", "f64", trailing=(3,))
+    assert e.value.kind == "declaration_mismatch" and "'atoms'" in str(e.value) and "rows" in str(e.value)
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=2**20)                # a large but real frame is fine
+    s.declare_column("atoms", "u", "f64", trailing=(3,))

@@ -546,3 +546,117 @@ def test_declared_rows_far_beyond_any_frame_refused_at_declaration(tmp_path):
     s = mrec.SequenceSchema()
     s.declare_block("atoms", rows=2**20)                # a large but real frame is fine
     s.declare_column("atoms", "u", "f64", trailing=(3,))
+
+
+# -- issue 17.12: every failure a user can cause is an MrecError naming what was wrong --------------
+
+def _nested(depth: int):
+    d: list = []
+    for _ in range(depth):
+        d = [d]
+    return d
+
+
+def _schema(block="atoms", column="u"):
+    s = mrec.SequenceSchema()
+    s.declare_block(block, rows=2)
+    s.declare_column(block, column, "f64")
+    return s
+
+
+DEEP_JSON_ENTRY_POINTS = {
+    "trajectory_frame_meta": lambda p: _append_one(p, meta={"doc": _nested(5000)}),
+    "record_meta": lambda p: mrec.write_record(p, meta={"d": _nested(5000)}, frame=_frame()),
+    "record_status": lambda p: mrec.write_record(p, meta={}, frame=_frame(), status={"d": _nested(5000)}),
+    "frame_meta": lambda p: mrec.write_record(p, meta={}, frame={**_frame(), "meta": {"d": _nested(5000)}}),
+    "observable_meta": lambda p: mrec.write_record(p, meta={}, frame=_frame(), observables={
+        "o": {"data": np.ones(3), "kind": "scalar", "description": "", "time_dependent": False, "x": _nested(5000)}}),
+    "schema_extra": lambda p: mrec.SequenceSchema().declare_block("a", rows=1, extra={"x": _nested(5000)}),
+}
+
+
+def _frame():
+    return {"blocks": {"atoms": {"u": np.ones(2)}}}
+
+
+def _append_one(p, meta=None, schema=None):
+    with mrec.TrajectoryWriter.create(p, schema or _schema()) as w:
+        w.append({**_frame(), "meta": meta or {}})
+
+
+@pytest.mark.parametrize("case", sorted(DEEP_JSON_ENTRY_POINTS))
+def test_deeply_nested_json_documents_refused_by_name(tmp_path, case):
+    """JSON nested 5000 deep raised RecursionError from the writer's checks."""
+    with pytest.raises(mrec.RefusalError) as e:
+        DEEP_JSON_ENTRY_POINTS[case](tmp_path / "r.mrec")
+    assert "nests deeper than 256" in str(e.value), str(e.value)
+    if case == "trajectory_frame_meta":                  # created, then the frame refused: nothing committed
+        assert len(mrec.TrajectoryReader(tmp_path / "r.mrec")) == 0
+    else:
+        assert not (tmp_path / "r.mrec").exists()
+
+
+def test_deep_stored_attributes_refused_on_read(tmp_path):
+    """A stored zarr.json nesting 300 levels (loadable by json, too deep for what reads it next)."""
+    from mrec.zarr.metadata import parse_node
+    doc = {"zarr_format": 3, "node_type": "group", "attributes": {"a": _nested(300)}}
+    with pytest.raises(mrec.MetadataError, match="nests deeper than 256"):
+        parse_node(json.dumps(doc).encode(), "g/zarr.json")
+    doc["attributes"]["a"] = _nested(200)
+    parse_node(json.dumps(doc).encode(), "g/zarr.json")
+
+
+BAD_NAMES = {"nul": ("x\0y", "NUL"), "long": ("a" * 300, "300 bytes"), "periods": ("...", "only of periods"),
+             "backslash": ("a\\b", "backslash"), "surrogate": ("a\ud800", "UTF-8")}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_NAMES))
+def test_unsafe_names_refused_at_every_entry_point(tmp_path, case):
+    """A NUL in a column name raised ValueError, a 300-character block name OSError: every name that
+    becomes a node (block, column, meta key, frame block / column, observable, metrics key) is
+    refused before anything is written, naming the rule."""
+    name, why = BAD_NAMES[case]
+    entry_points = [
+        ("reserved_block_name", lambda: _schema(block=name)),
+        ("reserved_column_name", lambda: _schema(column=name)),
+        ("reserved_meta_key", lambda: _schema().declare_meta(name, "f64")),
+        ("reserved_block_name", lambda: mrec.write_record(tmp_path / "f.mrec", meta={},
+                                                          frame={"blocks": {name: {"u": np.ones(2)}}})),
+        ("reserved_column_name", lambda: mrec.write_record(tmp_path / "f.mrec", meta={},
+                                                           frame={"blocks": {"atoms": {name: np.ones(2)}}})),
+        ("bad_observable", lambda: mrec.write_record(tmp_path / "f.mrec", meta={}, frame=_frame(), observables={
+            name: {"data": np.ones(3), "kind": "scalar", "description": "", "time_dependent": False}})),
+    ]
+    for kind, fn in entry_points:
+        with pytest.raises(mrec.RefusalError) as e:
+            fn()
+        assert e.value.kind == kind and why in str(e.value), (kind, str(e.value))
+    assert os.listdir(tmp_path) == []
+    if case == "long":
+        with pytest.raises(mrec.RefusalError) as e:
+            mrec.write_record(tmp_path / "m.mrec", meta={}, frame=_frame(), metrics={"k" * 300: [1.0]})
+        assert e.value.kind == "bad_metrics" and os.listdir(tmp_path) == []
+
+
+def test_paths_inside_a_regular_file_refused_naming_the_path(tmp_path):
+    """A record, archive or unpack target whose directory is a regular file raised FileExistsError /
+    NotADirectoryError from os.makedirs."""
+    from mrec.pack import pack, unpack
+    reg = tmp_path / "reg"
+    reg.write_text("x")
+    ok = tmp_path / "ok.mrec"
+    _append_one(ok)
+    archive = pack(ok, keep=True)
+    calls = [
+        lambda: mrec.TrajectoryWriter.create(reg / "t.mrec", _schema()),
+        lambda: mrec.TrajectoryWriter.create(reg, _schema()),
+        lambda: mrec.write_record(reg / "r.mrec", meta={}, frame=_frame()),
+        lambda: pack(ok, out=reg / "o.mrec.zip", keep=True),
+        lambda: unpack(archive, out=reg / "o.mrec"),
+        lambda: pack(ok, out=tmp_path / "nope" / "o.mrec.zip", keep=True),
+    ]
+    for fn in calls:
+        with pytest.raises(mrec.MrecError) as e:
+            fn()
+        assert str(reg) in str(e.value) or "nope" in str(e.value), str(e.value)
+    assert reg.read_text() == "x" and sorted(os.listdir(tmp_path)) == ["ok.mrec", "ok.mrec.zip", "reg"]

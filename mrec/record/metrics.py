@@ -58,6 +58,9 @@ def safe_name(key: str) -> str:
         out = "%2E" + out[1:]
     elif out.startswith("__"):
         out = "%5F" + out[1:]
+    if len(out) > 255:
+        raise _refuse(f"metrics key {key[:60]!r}... names a node of {len(out)} bytes (escaped), more than the 255 "
+                      "a file name may hold")
     return out
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import RefusalError
+from ..errors import RefusalError, path_refusal
 from ..fs import DEFAULT_FS, remove_tree
 from ..fs.posix import TEMP_MARK
 from ..zarr.array import meta_key, read_node, write_group
@@ -186,7 +186,10 @@ def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
         raise _refuse("empty_record", "a record holds meta plus at least one of frame, system, trajectory, "
                                       "forcefield or status", final)
     parent, name = os.path.split(final)
-    fs.makedirs(parent)
+    try:
+        fs.makedirs(parent)
+    except (OSError, ValueError) as exc:
+        raise path_refusal(exc, parent) from None
     tmp = os.path.join(parent, f"{TEMP_MARK}{name}.{secrets.token_hex(4)}")
     store = DirectoryStore(tmp, fs=fs)
     try:

@@ -25,6 +25,30 @@ _ARRAY_KEYS = {"zarr_format", "node_type", "shape", "data_type", "chunk_grid", "
 _GROUP_KEYS = {"zarr_format", "node_type", "attributes"}
 
 
+#: Deepest nesting of a JSON document mrec reads or writes (attributes, meta, documents): deeper
+#: ones are refused by name before anything recursive (json, copies, checks) can exhaust the stack
+MAX_JSON_DEPTH = 256
+
+
+def json_depth_exceeds(value, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when ``value`` (dicts / mappings, lists / tuples) nests more than ``limit`` levels, or
+    is cyclic; walked with an explicit stack, never by recursion."""
+    from collections.abc import Mapping
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if type(v) is dict or isinstance(v, Mapping):
+            kids = v.values()
+        elif type(v) is list or isinstance(v, tuple):
+            kids = v
+        else:
+            continue
+        if d > limit:
+            return True
+        stack.extend((k, d + 1) for k in kids)
+    return False
+
+
 def json_dumps(doc) -> bytes:
     """Canonical JSON for zarr.json: indented, NaN forbidden."""
     return json.dumps(doc, indent=2, allow_nan=False, ensure_ascii=False).encode("utf-8")
@@ -38,11 +62,14 @@ def json_loads(raw: bytes, where: str):
     if len(raw) > 64 * 2**20:
         raise MetadataError(f"zarr.json of {len(raw)} bytes is larger than 64 MiB", path=where)
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        doc = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
     except RecursionError:
-        raise MetadataError("zarr.json nests too deeply", path=where) from None
+        raise MetadataError(f"zarr.json nests deeper than {MAX_JSON_DEPTH} levels", path=where) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise MetadataError(f"zarr.json is not valid JSON: {exc}", path=where) from None
+    if json_depth_exceeds(doc):
+        raise MetadataError(f"zarr.json nests deeper than {MAX_JSON_DEPTH} levels", path=where)
+    return doc
 
 
 @dataclass(frozen=True)

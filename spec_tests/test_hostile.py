@@ -660,3 +660,121 @@ def test_paths_inside_a_regular_file_refused_naming_the_path(tmp_path):
             fn()
         assert str(reg) in str(e.value) or "nope" in str(e.value), str(e.value)
     assert reg.read_text() == "x" and sorted(os.listdir(tmp_path)) == ["ok.mrec", "ok.mrec.zip", "reg"]
+
+
+# -- issue 13.8: what the Zarr V3 core spec says to refuse ------------------------------------------
+
+def _open_text(tmp_path, text: str):
+    d = tmp_path / "a"
+    d.mkdir(exist_ok=True)
+    (d / "zarr.json").write_text(text)
+    from mrec.zarr.array import read_node
+    return read_node(DirectoryStore(tmp_path), "a")
+
+
+@pytest.mark.parametrize("node", ["group", "array"])
+def test_unknown_field_without_must_understand_false_refused(tmp_path, node):
+    """Core spec (group and array metadata, "Unknown"): an implementation must fail to open a node
+    with unknown metadata fields, except objects with "must_understand": false."""
+    base = json.loads(ROOT_JSON) if node == "group" else _array_doc([4], [4])
+    for bad in (1, "x", None, [], {"must_understand": True}, {"name": "ext"}):
+        if node == "group" and bad is None:
+            continue        # consolidated_metadata null only; another name with null is refused below
+        doc = {**base, "ext_field": bad}
+        with pytest.raises(mrec.UnsupportedError) as e:
+            _open_text(tmp_path, json.dumps(doc))
+        assert "a/zarr.json" in str(e.value) and "'ext_field'" in str(e.value), str(e.value)
+    with pytest.raises(mrec.UnsupportedError):
+        _open_text(tmp_path, json.dumps({**base, "ext_field": None}))
+    ok = {**base, "ext_field": {"must_understand": False, "x": 1}}
+    meta = _open_text(tmp_path, json.dumps(ok))
+    assert meta.extra == {"ext_field": {"must_understand": False, "x": 1}}
+    assert meta.to_json()["ext_field"] == ok["ext_field"]            # kept verbatim
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int64", "uint8", "uint64"])
+@pytest.mark.parametrize("spelling", ["1e2", "100.0", "1E2", "1.0e2", "100.5"])
+def test_integer_fill_written_as_json_float_refused(tmp_path, dtype, spelling):
+    """Core spec, permitted fill values: integers are "a JSON number with no fraction or exponent part"."""
+    text = json.dumps(_array_doc([4], [4], dtype=dtype, fill=0)).replace('"fill_value": 0', f'"fill_value": {spelling}')
+    with pytest.raises(mrec.MetadataError) as e:
+        _open_text(tmp_path, text)
+    assert "a/zarr.json" in str(e.value) and "fraction or exponent" in str(e.value)
+    assert _open_text(tmp_path, text.replace(f'"fill_value": {spelling}', '"fill_value": 100')).fill_value == 100
+
+
+@pytest.mark.parametrize("dtype,fill,ok", [
+    ("complex64", ["0x3f800000", 0.0], True), ("complex64", ["0x3ff0000000000000", 0.0], False),
+    ("complex64", [0.0, "0x3ff0000000000000"], False), ("complex128", ["0x3ff0000000000000", "0x0000000000000000"], True),
+    ("complex128", ["0x3f800000", 0.0], False), ("complex128", [0.0, "0x7fc00000"], False),
+])
+def test_complex_hex_fill_of_the_component_width(tmp_path, dtype, fill, ok):
+    """A hex fill spells the IEEE 754 bits of the component type: 8 hex digits for complex64's
+    float32 components, 16 for complex128's float64 ones."""
+    text = json.dumps(_array_doc([4], [4], dtype=dtype, fill=fill))
+    if ok:
+        assert complex(_open_text(tmp_path, text).fill_value) == complex(1.0, 0.0)
+        return
+    with pytest.raises(mrec.MetadataError) as e:
+        _open_text(tmp_path, text)
+    assert "a/zarr.json" in str(e.value) and "hex-encoded bytes" in str(e.value)
+
+
+@pytest.mark.parametrize("order", ["F", "C"])
+def test_transpose_memory_order_strings_refused(tmp_path, order):
+    """transpose v1.0 (as accepted): order "no longer supports the constants "C" or "F"" (V2 leftovers)."""
+    codecs = [{"name": "transpose", "configuration": {"order": order}}, {"name": "bytes", "configuration": {"endian": "little"}}]
+    with pytest.raises(mrec.MetadataError) as e:
+        _open_text(tmp_path, json.dumps(_array_doc([4, 2], [4, 2], codecs=codecs)))
+    assert "a/zarr.json" in str(e.value) and "explicit permutation" in str(e.value)
+
+
+# -- issue 13.9: messages ---------------------------------------------------------------------------
+
+def test_object_form_of_a_core_data_type_named_as_such(tmp_path):
+    """{"name": "float64"} was refused as "'float64' is not supported": the core spec names a core
+    data type by its string; the object form is for extension data types."""
+    with pytest.raises(mrec.MetadataError) as e:
+        _open_text(tmp_path, json.dumps(_array_doc([4], [4], dtype={"name": "float64"})))
+    assert "a/zarr.json" in str(e.value) and "object form" in str(e.value) and "'float64'" in str(e.value)
+    with pytest.raises(mrec.UnsupportedError) as e:
+        _open_text(tmp_path, json.dumps(_array_doc([4], [4], dtype={"name": "urn:x:dt", "configuration": {"u": 1}})))
+    assert e.value.kind == "unknown_dtype" and "extension data type 'urn:x:dt'" in str(e.value)
+
+
+@pytest.mark.parametrize("dtype,refused", [("float64", True), ("int16", True), ("complex64", True),
+                                           ("uint8", False), ("bool", False)])
+def test_bytes_codec_without_endian_is_an_error_of_zarr_json(tmp_path, dtype, refused):
+    """A bytes codec without endian on a multi-byte type failed at the first chunk read; it is an
+    error of the array's zarr.json, when it is opened."""
+    plain = [{"name": "bytes", "configuration": {}}]
+    inner = [{"name": "sharding_indexed", "configuration": {
+        "chunk_shape": [2], "codecs": plain,
+        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+        "index_location": "end"}}]
+    for codecs in (plain, inner):
+        text = json.dumps(_array_doc([4], [4], dtype=dtype, codecs=codecs, fill=False if dtype == "bool" else 0))
+        if not refused:
+            assert _open_text(tmp_path, text).data_type.name == dtype
+            continue
+        with pytest.raises(mrec.MetadataError) as e:
+            _open_text(tmp_path, text)
+        assert "a/zarr.json" in str(e.value) and "endian" in str(e.value) and dtype in str(e.value)
+
+
+def test_unsafe_node_name_names_the_store_and_the_rule(tmp_path):
+    """A stored sequence_schema naming a block '..' (or 'a/b', '__x', 'x\\y') is refused naming the
+    trajectory and the node-name rule it breaks; a store key is refused naming the store."""
+    p = _traj(tmp_path)
+    meta = p / "trajectory" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    blocks = doc["attributes"]["sequence_schema"]["blocks"]
+    for bad, rule in (("..", "only of periods"), ("a/b", "contains '/'"), ("__x", "'__'"), ("x\\y", "backslash")):
+        doc["attributes"]["sequence_schema"]["blocks"] = {bad: blocks["atoms"]}
+        meta.write_text(json.dumps(doc))
+        with pytest.raises(mrec.RefusalError) as e:
+            mrec.TrajectoryReader(p)
+        assert str(p / "trajectory") in str(e.value) and rule in str(e.value), str(e.value)
+    with pytest.raises(mrec.StoreError) as e:
+        DirectoryStore(p).get("../outside")
+    assert str(p) in str(e.value) and "'..'" in str(e.value)

@@ -208,7 +208,7 @@ def test_vlen_utf8_round_trip_and_layout(dtype):
             VlenUtf8Codec().decode(bad, spec.at("r/s/c/0"))
 
 
-@pytest.mark.parametrize("order", [(1, 0), (0, 1), (2, 0, 1), (1, 2, 0), "F", "C"])
+@pytest.mark.parametrize("order", [(1, 0), (0, 1), (2, 0, 1), (1, 2, 0)])     # "C" / "F": test_hostile (V2 orders)
 @pytest.mark.parametrize("dtype", ["int16", "complex128", "string"])
 def test_transpose_round_trip(order, dtype):
     nd = 2 if (isinstance(order, tuple) and len(order) == 2) else 3
@@ -219,7 +219,7 @@ def test_transpose_round_trip(order, dtype):
     p = pipeline(codecs)
     spec = ChunkSpec(shape, DATA_TYPES[dtype], 0)
     raw = p.encode(arr, spec)
-    perm = tuple(range(nd)) if order == "C" else tuple(reversed(range(nd))) if order == "F" else order
+    perm = order
     plain = pipeline([serializer(dtype), CRC]).encode(np.ascontiguousarray(np.transpose(arr, perm)), spec.with_shape(np.transpose(arr, perm).shape))
     assert raw == plain                            # stored in the transposed C order
     assert same(p.decode(raw, spec), arr)

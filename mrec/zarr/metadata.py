@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..errors import MetadataError, UnsupportedError
-from .dtypes import DataType, default_fill, fill_value_to_json, parse_data_type, parse_fill_value
+from .dtypes import DATA_TYPES, DataType, default_fill, fill_value_to_json, parse_data_type, parse_fill_value
 from .pipeline import CodecPipeline
 
 MAX_RANK = 32
@@ -235,10 +235,16 @@ def _check_pipeline(p: CodecPipeline, dt: DataType, chunk_shape, where: str) -> 
         if entries > MAX_SHARD_ENTRIES:
             raise MetadataError(f"a shard of {entries} inner chunks: its index would exceed {MAX_SHARD_ENTRIES} entries", path=where)
         _check_pipeline(ab.codecs, dt, ab.chunk_shape, where)
+        _check_pipeline(ab.index_codecs, DATA_TYPES["uint64"], (*grid, 2), where)
     elif isinstance(ab, VlenUtf8Codec) and not dt.is_string:
         raise MetadataError(f"vlen-utf8 cannot serialise {dt.name}", path=where)
     elif isinstance(ab, BytesCodec) and dt.is_string:
         raise MetadataError("a string array needs vlen-utf8, not bytes", path=where)
+    elif isinstance(ab, BytesCodec) and ab.endian is None and (dt.itemsize > 1 or dt.numpy.kind == "c"):
+        # the bytes codec: "endian" is required for a data type of more than one byte; an error of
+        # this zarr.json, found when it is opened, not when a chunk is read
+        raise MetadataError(f"the bytes codec has no endian, which {dt.name} ({dt.itemsize} bytes) needs",
+                            path=where)
 
 
 def _fake_spec(shape, dt):
@@ -260,7 +266,21 @@ class GroupMetadata:
         attrs = doc.get("attributes", {})
         if not isinstance(attrs, dict):
             raise MetadataError("attributes is not an object", path=where)
-        extra = {k: v for k, v in doc.items() if k not in _GROUP_KEYS}
+        extra = {}
+        for k, v in doc.items():
+            if k in _GROUP_KEYS:
+                continue
+            # Zarr V3 core, group metadata: "An implementation must fail to open zarr hierarchies or
+            # groups with unknown metadata fields, with the exception of objects with a
+            # "must_understand": false key-value pair"
+            if k == "consolidated_metadata" and v is None:
+                extra[k] = v        # zarr-python 3.0 wrote this null ("none"): read as absent, kept verbatim
+                continue
+            if not (isinstance(v, dict) and v.get("must_understand") is False):
+                raise UnsupportedError(f"unknown group field {k!r} that must be understood (an extension "
+                                       "field is ignorable only as an object with \"must_understand\": false)",
+                                       path=where)
+            extra[k] = v
         return cls(attrs, extra)
 
     def to_json(self) -> dict:

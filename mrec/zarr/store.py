@@ -18,10 +18,10 @@ from ..fs import DEFAULT_FS, FileSystem
 from ..fs.posix import TEMP_MARK
 
 
-def _check_key(key: str) -> None:
+def _check_key(key: str, root: str | None = None) -> None:
     if key.startswith("/") or "\\" in key or "\x00" in key or any(p in ("", ".", "..") for p in key.split("/")):
-        raise StoreError(f"invalid store key {key!r} (relative, '/'-separated, no '.', '..', empty "
-                         "component, backslash or NUL)")
+        raise StoreError(f"invalid store key {key!r} (a key is relative and '/'-separated, with no '.', '..' "
+                         "or empty component, backslash or NUL)", path=root)
 
 
 class ReadableStore:
@@ -82,7 +82,7 @@ class DirectoryStore(ReadableStore):
             return self.root
         p = self._paths.get(key)
         if p is None:
-            _check_key(key)
+            _check_key(key, self.root)
             p = os.path.join(self.root, *key.split("/"))
             if len(self._paths) >= 4096:
                 self._paths.clear()

@@ -778,3 +778,22 @@ def test_unsafe_node_name_names_the_store_and_the_rule(tmp_path):
     with pytest.raises(mrec.StoreError) as e:
         DirectoryStore(p).get("../outside")
     assert str(p) in str(e.value) and "'..'" in str(e.value)
+
+
+@pytest.mark.parametrize("stored,why", [("[" * 5000 + "]" * 5000, "nests deeper than 256"),
+                                        ("[" * 300 + "]" * 300, "nests deeper than 256"),
+                                        ("not json", "is not JSON")])
+def test_stored_json_meta_value_that_is_no_document_refused(tmp_path, stored, why):
+    """A per-step meta value of tag json, as a foreign writer could store it: text nested 5000 deep
+    raised RecursionError, text that is not JSON a JSONDecodeError (a ValueError) from the reader."""
+    s = _schema()
+    s.declare_meta("d", "json")
+    p = tmp_path / "j.mrec"
+    with mrec.TrajectoryWriter.create(p, s) as w:
+        w.append({**_frame(), "meta": {"d": {"a": 1}}})
+    arr = Array.open(DirectoryStore(p), "trajectory/meta/d")
+    assert list(arr.read()) == ['{"a": 1}']
+    arr.write(np.array([stored], dtype=object))                # a valid chunk holding that text
+    with pytest.raises(mrec.RefusalError) as e:
+        mrec.TrajectoryReader(p)[0]
+    assert e.value.kind == "meta_tag_mismatch" and "trajectory/meta/d" in str(e.value) and why in str(e.value)

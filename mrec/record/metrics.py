@@ -317,6 +317,8 @@ def _wal_events(raw: bytes, start: Any, where: str) -> list[dict]:
             continue
         try:
             ev = json.loads(line.decode("utf-8"))
+        except RecursionError:
+            raise CorruptionError(f"WAL line {n + 1} past the watermark nests too deeply", path=where) from None
         except (UnicodeDecodeError, ValueError) as exc:
             raise CorruptionError(f"WAL line {n + 1} past the watermark is not one JSON object ({exc})",
                                   path=where) from None

@@ -351,6 +351,26 @@ def files_of(root: str, pred) -> list[str]:
     return sorted(out)
 
 
+def attempt(fn, target: str, victim: str, data: bytes, failures: list) -> int:
+    """Run one input: 0 read cleanly, 1 refused with an MrecError, 2 failed (anything else, or over
+    5 s; appended to ``failures``)."""
+    started = time.time()
+    try:
+        fn()
+        outcome = 0
+    except mrec.MrecError:
+        outcome = 1
+    except BaseException as exc:           # noqa: BLE001 - the point of the fuzzer
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        failures.append((target, victim, data, f"{type(exc).__name__}: {exc}"[:500], traceback.format_exc(limit=-6)))
+        return 2
+    if time.time() - started > 5:
+        failures.append((target, victim, data, f"slow: {time.time() - started:.1f} s", ""))
+        return 2
+    return outcome
+
+
 def run(n: int, seed: int, out_dir: str | None, verbose: bool) -> int:
     t0 = time.time()
     rng = random.Random(seed)
@@ -372,23 +392,7 @@ def run(n: int, seed: int, out_dir: str | None, verbose: bool) -> int:
                 shutil.rmtree(cases, ignore_errors=True)
                 os.makedirs(cases)
                 what, fn = (bounds_case if target == "bounds" else inputs_case)(rng, cases)
-                started = time.time()
-                try:
-                    fn()
-                    outcome = 0
-                except mrec.MrecError:
-                    outcome = 1
-                except BaseException as exc:       # noqa: BLE001 - the point of the fuzzer
-                    if isinstance(exc, KeyboardInterrupt):
-                        raise
-                    outcome = 2
-                    failures.append((target, what, what.encode("utf-8", "backslashreplace"),
-                                     f"{type(exc).__name__}: {exc}"[:500], traceback.format_exc(limit=-6)))
-                if time.time() - started > 5 and outcome != 2:
-                    outcome = 2
-                    failures.append((target, what, what.encode("utf-8", "backslashreplace"),
-                                     f"slow: {time.time() - started:.1f} s", ""))
-                counts[target][outcome] += 1
+                counts[target][attempt(fn, target, what, what.encode("utf-8", "backslashreplace"), failures)] += 1
                 continue
             if target == "zip":
                 data = mutate_bytes(rng, zip_bytes)
@@ -402,21 +406,7 @@ def run(n: int, seed: int, out_dir: str | None, verbose: bool) -> int:
                 with open(victim, "wb") as f:
                     f.write(data)
                 path = next(d for d in dirs if victim.startswith(d + os.sep))
-            started = time.time()
-            try:
-                read_all(path)
-                outcome = 0
-            except mrec.MrecError:
-                outcome = 1
-            except BaseException as exc:           # noqa: BLE001 - the point of the fuzzer
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                outcome = 2
-                failures.append((target, victim, data, f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=-6)))
-            if time.time() - started > 5 and outcome != 2:
-                outcome = 2
-                failures.append((target, victim, data, f"slow: {time.time() - started:.1f} s", ""))
-            counts[target][outcome] += 1
+            counts[target][attempt(lambda: read_all(path), target, victim, data, failures)] += 1
             if original is not None:
                 with open(victim, "wb") as f:
                     f.write(original)

@@ -458,6 +458,10 @@ def test_vlen_utf8_count_beyond_the_chunk_refused_before_allocation(tmp_path):
     arr = _array_dir(tmp_path, doc, {"c/0": struct.pack("<I", 2**31) + bytes(12)})
     exc = _bounded(lambda: arr.read(slice(0, 1)))
     assert isinstance(exc, mrec.CorruptionError) and "a/c/0" in str(exc) and "cannot hold" in str(exc), exc
+    (tmp_path / "zarr.json").write_bytes(ROOT_JSON)              # the same array under validate --deep
+    report = {}
+    assert _bounded(lambda: report.setdefault("r", validate(tmp_path, deep=True))) is None
+    assert any("a/c/0" in v.path and "cannot hold" in v.message for v in report["r"].violations), report["r"].violations
 
 
 def test_deep_walk_visits_only_stored_chunks(tmp_path):

@@ -323,7 +323,8 @@ class SequenceSchema:
             raise _refuse(f"block {block!r} column {column!r}: {decl.frame_rows} declared rows of "
                           f"{row_bytes(col.dtype, col.trailing)} bytes make one frame of "
                           f"{decl.frame_rows * row_bytes(col.dtype, col.trailing)} bytes, more than the "
-                          f"{MAX_FRAME_COLUMN_BYTES} a chunk is planned for (declare the rows a frame has)",
+                          f"{MAX_FRAME_COLUMN_BYTES} a chunk is planned for (declare the rows a frame has, or none: "
+                          "the rows are only the chunk planner's hint)",
                           "declaration_mismatch", path)
         self._check_column_links(block, column, col)
         decl.columns[column] = col

@@ -72,6 +72,26 @@ class ZipFormatError(RefusalError):
     kind = "bad_zip"
 
 
+#: errno values of creating a path that the caller's input causes (the machine's own failures,
+#: ENOSPC, EIO, stay OSError)
+_PATH_ERRNOS = {20: "a component of the path is a regular file, not a directory",        # ENOTDIR
+                17: "a file of that name exists where a directory is needed",           # EEXIST
+                21: "a directory exists where a file is needed",                        # EISDIR
+                36: "a name in the path is longer than the file system allows",         # ENAMETOOLONG
+                40: "the path has a symbolic link loop"}                                # ELOOP
+
+
+def path_refusal(exc: BaseException, path: str) -> BaseException:
+    """A :class:`StoreError` naming ``path`` for a path the file system cannot create as asked (a
+    parent that is a regular file, a name too long, an embedded NUL); any other exception as it is."""
+    import errno
+    if isinstance(exc, ValueError) and not isinstance(exc, MrecError):      # os.* on an embedded NUL
+        return StoreError(f"cannot create it: {exc}", path=path)
+    if isinstance(exc, OSError) and exc.errno in _PATH_ERRNOS and errno.errorcode.get(exc.errno):
+        return StoreError(f"cannot create it: {_PATH_ERRNOS[exc.errno]} ({exc.strerror})", path=path)
+    return exc
+
+
 __all__ = [
     "MrecError",
     "RefusalError",
@@ -81,4 +101,5 @@ __all__ = [
     "StoreError",
     "WriteError",
     "ZipFormatError",
+    "path_refusal",
 ]

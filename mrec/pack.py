@@ -29,7 +29,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .errors import CorruptionError, RefusalError, ZipFormatError
+from .errors import CorruptionError, RefusalError, ZipFormatError, path_refusal
 from .fs import DEFAULT_FS, FileSystem, remove_tree
 from .fs.posix import TEMP_MARK
 from .zarr.zipstore import ZipStore, parent_keys
@@ -135,6 +135,14 @@ def _refuse(kind: str, path: str, message: str) -> RefusalError:
     return RefusalError(message, path=path, kind=kind)
 
 
+def _check_target_dir(fs: FileSystem, target: str) -> None:
+    """The directory a pack or unpack target goes in must exist (and be a directory)."""
+    parent = _parent(target)
+    if not fs.is_dir(parent):
+        what = "is not a directory" if fs.exists(parent) else "does not exist (or a component is a regular file)"
+        raise _refuse("bad_target", target, f"the target's directory {parent} {what}")
+
+
 def _check_record_dir(fs: FileSystem, root: str) -> None:
     if not root.endswith(RECORD_SUFFIX):
         raise _refuse("not_a_record", root, f"not a record directory (name must end in {RECORD_SUFFIX!r})")
@@ -222,6 +230,7 @@ def pack(path: str | os.PathLike, *, keep: bool = False, fs: FileSystem | None =
     """
     fs = fs if fs is not None else DEFAULT_FS
     plan = plan_pack(path, fs=fs, out=out, overwrite=overwrite)
+    _check_target_dir(fs, plan.target)
     meter = _Meter(plan.total_bytes, progress)
     tmp = temp_sibling(plan.target)
     try:
@@ -229,9 +238,12 @@ def pack(path: str | os.PathLike, *, keep: bool = False, fs: FileSystem | None =
         _verify_archive(fs, plan, tmp)
         fs.fsync(tmp)
         fs.rename(tmp, plan.target)
-    except BaseException:
+    except BaseException as exc:
         _discard(fs, tmp)
-        raise
+        refusal = path_refusal(exc, plan.target)
+        if refusal is exc:
+            raise
+        raise refusal from None
     fs.fsync_dir(_parent(plan.target))
     if not keep:
         remove_tree(fs, plan.root)
@@ -300,6 +312,7 @@ def unpack(zip_path: str | os.PathLike, *, out: str | os.PathLike | None = None,
     target = _unpack_target(archive, out)
     if fs.exists(target):
         raise _refuse("exists", target, "unpack target already exists")
+    _check_target_dir(fs, target)
     store = _open_for_unpack(fs, archive)
     keys = store.list()
     meter = _Meter(sum(store.size(k) or 0 for k in keys), progress)
@@ -313,9 +326,12 @@ def unpack(zip_path: str | os.PathLike, *, out: str | os.PathLike | None = None,
         for d in _dirs_deepest_first(keys):
             fs.fsync_dir(os.path.join(tmp, *d.split("/")) if d else tmp)
         fs.rename(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         _discard(fs, tmp)
-        raise
+        refusal = path_refusal(exc, target)
+        if refusal is exc:
+            raise
+        raise refusal from None
     fs.fsync_dir(_parent(target))
     if not keep:
         fs.remove(archive)

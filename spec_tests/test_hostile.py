@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import mrec
+from mrec.validate import validate
 from mrec.zarr.array import Array
 from mrec.zarr.store import DirectoryStore
 from mrec.zarr.zipstore import ZipStore
@@ -303,3 +304,500 @@ def test_time_progression_overflowing_f64_refused(tmp_path):
             mrec.TrajectoryReader(p).times
         assert e.value.kind == "broken_index" and "time_progression" in str(e.value)
         assert hashlib.sha256(meta.read_bytes()).hexdigest() == before
+
+
+# -- issue 17.2: the CRC-32 of every entry read whole; a lost entry is an error -------------------
+
+def _stored_zip(entries: list[tuple[str, bytes]]) -> bytes:
+    """A stored zip of ``(name, data)`` entries with correct CRC-32s (names need not be safe)."""
+    local, cd = b"", b""
+    for name, data in entries:
+        nm = name.encode()
+        crc = zlib.crc32(data)
+        cd += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0x800, 0, 0, 0x21, crc, len(data), len(data),
+                          len(nm), 0, 0, 0, 0, 0, len(local)) + nm
+        local += struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0x800, 0, 0, 0x21, crc, len(data), len(data),
+                             len(nm), 0) + nm + data
+    eocd = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(entries), len(entries), len(cd), len(local), 0)
+    return local + cd + eocd
+
+
+def _packed_traj(tmp_path, n=5):
+    from mrec.pack import pack
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=2)
+    s.declare_column("atoms", "x", "f64")
+    p = tmp_path / "t.mrec"
+    with mrec.TrajectoryWriter.create(p, s) as w:
+        for i in range(n):
+            w.append({"blocks": {"atoms": {"x": np.full(2, float(i))}}}, step=10 * i, time=float(i))
+    return pack(p)
+
+
+def _entry_data_offset(archive, name: str) -> tuple[int, int]:
+    import zipfile
+    with zipfile.ZipFile(archive) as zf:
+        info = zf.getinfo(name)
+    return info.header_offset + 30 + len(name.encode()), info.file_size
+
+
+def test_flipped_bit_in_packed_metadata_is_refused_naming_the_entry(tmp_path):
+    """One flipped bit in trajectory/zarr.json (stride 10 -> 30) read the steps 0 30 60 ... silently."""
+    z = _packed_traj(tmp_path)
+    assert list(mrec.TrajectoryReader(z).steps) == [0, 10, 20, 30, 40]
+    data = bytearray(z.read_bytes())
+    start, size = _entry_data_offset(z, "trajectory/zarr.json")
+    pos = start + bytes(data[start:start + size]).index(b'"stride": 10') + len('"stride": ')
+    data[pos] ^= 0x02                                      # '1' -> '3'
+    z.write_bytes(bytes(data))
+    with pytest.raises(mrec.CorruptionError) as e:
+        mrec.TrajectoryReader(z).steps
+    assert str(z) in str(e.value) and "'trajectory/zarr.json'" in str(e.value) and "CRC-32" in str(e.value)
+
+
+def test_every_whole_entry_read_checks_its_crc(tmp_path):
+    """Every metadata entry and every chunk read whole (get, or a range that is the whole entry)."""
+    z = _packed_traj(tmp_path)
+    st = ZipStore(z)
+    for key in st.list():
+        assert st.get(key) is not None
+    clean = z.read_bytes()
+    for key in ("zarr.json", "meta/zarr.json", "trajectory/atoms/x/zarr.json", "trajectory/atoms/x/c/0"):
+        data = bytearray(clean)
+        start, size = _entry_data_offset(z, key)
+        data[start + size - 1] ^= 0x01
+        z.write_bytes(bytes(data))
+        st = ZipStore(z)
+        with pytest.raises(mrec.CorruptionError, match=f"'{key}': CRC-32"):
+            st.get(key)
+        with pytest.raises(mrec.CorruptionError, match=f"'{key}': CRC-32"):
+            st.get_range(key, 0, size)
+        assert len(st.get_range(key, 0, size - 1)) == size - 1       # a part is not (the CRC covers all)
+
+
+def test_entry_listed_but_its_bytes_lost_is_an_error_not_fill(tmp_path):
+    """The central directory lists every entry: a chunk whose local header (or data) is gone is an
+    error when read, never the fill value of a missing chunk."""
+    z = _packed_traj(tmp_path)
+    clean = z.read_bytes()
+    key = "trajectory/atoms/x/c/0"
+    start, size = _entry_data_offset(z, key)
+    header = start - 30 - len(key)
+    lost_header = bytearray(clean)
+    lost_header[header:header + 4] = b"\0\0\0\0"
+    lost_data = bytearray(clean)
+    lost_data[start + size // 2: start + size // 2 + 64] = bytes(64)
+    for damaged in (lost_header, lost_data):
+        z.write_bytes(bytes(damaged))
+        with pytest.raises(mrec.MrecError) as e:
+            mrec.TrajectoryReader(z)[0]
+        assert key in str(e.value) or "trajectory/atoms/x" in str(e.value), str(e.value)
+
+
+def test_entry_name_of_many_components_refused_fast(tmp_path):
+    """A 64 KiB name of 32 767 components took 4.7 s and 1 GiB to open, and unpack hit RecursionError."""
+    import time
+    from mrec.pack import unpack
+    name = "a/" * 32767 + "a"
+    p = tmp_path / "deep.mrec.zip"
+    p.write_bytes(_stored_zip([("zarr.json", ROOT_JSON), (name, b"x")]))
+    t0 = time.perf_counter()
+    tracemalloc.start()
+    with pytest.raises(mrec.ZipFormatError) as e:
+        ZipStore(p)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert time.perf_counter() - t0 < 1.0 and peak < 16 * 2**20
+    assert "4096 bytes" in str(e.value) and len(str(e.value)) < 400
+    with pytest.raises(mrec.ZipFormatError):
+        unpack(p)
+    assert not (tmp_path / "deep.mrec").exists()
+
+
+@pytest.mark.parametrize("name,why", [("a" * 256 + "/zarr.json", "longer than 255 bytes"),
+                                      ("b/" * 300 + "zarr.json", "path components"),
+                                      ("c" * 200 + "/" + "/".join(["d" * 200] * 25), "longer than 4096 bytes")])
+def test_entry_names_no_file_system_can_hold_refused(tmp_path, name, why):
+    p = tmp_path / "n.mrec.zip"
+    p.write_bytes(_stored_zip([("zarr.json", ROOT_JSON), (name, b"x")]))
+    with pytest.raises(mrec.ZipFormatError, match=why):
+        ZipStore(p)
+
+
+# -- issue 17.11: nothing allocated or looped from untrusted sizes -------------------------------
+
+def _array_dir(tmp_path, doc, chunks: dict[str, bytes]):
+    d = tmp_path / "a"
+    d.mkdir()
+    (d / "zarr.json").write_text(json.dumps(doc))
+    for key, data in chunks.items():
+        f = d / key
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(data)
+    return Array.open(DirectoryStore(tmp_path), "a")
+
+
+def _bounded(fn, limit=64 * 2**20):
+    """Run ``fn`` under tracemalloc; return (exception, peak bytes)."""
+    tracemalloc.start()
+    try:
+        fn()
+        exc = None
+    except Exception as e:        # noqa: BLE001 - the caller asserts the type
+        exc = e
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < limit, peak
+    return exc
+
+
+def test_vlen_utf8_count_beyond_the_chunk_refused_before_allocation(tmp_path):
+    """A 16-byte vlen-utf8 chunk declaring 2^31 strings allocated 16 GiB (validate --deep)."""
+    doc = _array_doc([2**31], [2**31], dtype="string", codecs=[{"name": "vlen-utf8"}], fill="")
+    arr = _array_dir(tmp_path, doc, {"c/0": struct.pack("<I", 2**31) + bytes(12)})
+    exc = _bounded(lambda: arr.read(slice(0, 1)))
+    assert isinstance(exc, mrec.CorruptionError) and "a/c/0" in str(exc) and "cannot hold" in str(exc), exc
+    (tmp_path / "zarr.json").write_bytes(ROOT_JSON)              # the same array under validate --deep
+    report = {}
+    assert _bounded(lambda: report.setdefault("r", validate(tmp_path, deep=True))) is None
+    assert any("a/c/0" in v.path and "cannot hold" in v.message for v in report["r"].violations), report["r"].violations
+
+
+def test_deep_walk_visits_only_stored_chunks(tmp_path):
+    """A 1 KB zarr.json declaring 2^20 x 2^20 one-element chunks: validate --deep walked 2^40 keys."""
+    import time
+    (tmp_path / "r.mrec").mkdir()
+    root = tmp_path / "r.mrec"
+    (root / "zarr.json").write_bytes(ROOT_JSON)
+    doc = _array_doc([2**20, 2**20], [1, 1])
+    (root / "frame").mkdir()
+    (root / "frame" / "zarr.json").write_bytes(ROOT_JSON)
+    (root / "big").mkdir()
+    (root / "big" / "zarr.json").write_text(json.dumps(doc))
+    for key in ("c/0/0", "c/7/5"):
+        (root / "big" / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / "big" / key).write_bytes(struct.pack("<d", 1.5))
+    (root / "big" / "c" / "9").mkdir()
+    (root / "big" / "c" / "9" / "x").write_bytes(b"not a chunk key")
+    t0 = time.perf_counter()
+    r = validate(root, deep=True)
+    assert time.perf_counter() - t0 < 5
+    assert r.checked["chunks"] == 2, r.checked
+    (root / "big" / "c" / "7" / "5").write_bytes(b"short")
+    r = validate(root, deep=True)
+    assert any("big/c/7/5" in v.path or "big/c/7/5" in v.message for v in r.violations), r.violations
+
+
+def _bomb_gzip(total: int) -> bytes:
+    import gzip
+    member = gzip.compress(bytes(64 << 20), compresslevel=1)
+    return member * (total // (64 << 20))
+
+
+def _bomb_zstd(total: int, content_size: bool) -> bytes:
+    import zstandard
+    frame = zstandard.ZstdCompressor(level=1, write_content_size=content_size).compress(bytes(64 << 20))
+    return frame * (total // (64 << 20)) if not content_size else frame
+
+
+@pytest.mark.parametrize("codec,make", [
+    ("gzip", lambda: _bomb_gzip(2 << 30)),                     # 2 GiB in concatenated members
+    ("zstd", lambda: _bomb_zstd(2 << 30, False)),              # 2 GiB in frames stating no size
+    ("zstd", lambda: _bomb_zstd(0, True)),                     # one frame stating 64 MiB
+])
+def test_compression_bombs_bounded_by_the_chunk_size(tmp_path, codec, make):
+    """gzip / zstd chunks decoding to 1.25-2 GiB for a 64 KB chunk: the decode stops at what the
+    array metadata fixes (here 1000 float64) and refuses, naming the chunk."""
+    import time
+    doc = _array_doc([1000], [1000], codecs=[{"name": "bytes", "configuration": {"endian": "little"}},
+                                             {"name": codec, "configuration": {"level": 1}}])
+    arr = _array_dir(tmp_path, doc, {"c/0": make()})
+    t0 = time.perf_counter()
+    exc = _bounded(lambda: arr.read())
+    assert time.perf_counter() - t0 < 5
+    assert isinstance(exc, mrec.CorruptionError) and "a/c/0" in str(exc) and "can hold" in str(exc), exc
+
+
+def test_sharded_inner_chunk_bomb_bounded(tmp_path):
+    """The same bound inside a shard: the inner chunk's shape fixes it."""
+    import zstandard
+    from mrec.zarr.codecs.sharding import ShardIndex, ShardingCodec
+    from mrec.zarr.pipeline import CodecPipeline
+    inner = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]
+    codecs = [{"name": "sharding_indexed", "configuration": {
+        "chunk_shape": [10], "codecs": inner,
+        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+        "index_location": "start"}}]
+    doc = _array_doc([10], [10], codecs=codecs)
+    sh = CodecPipeline.from_json(codecs, "x").array_bytes
+    assert isinstance(sh, ShardingCodec)
+    bomb = zstandard.ZstdCompressor(level=1, write_content_size=False).compress(bytes(64 << 20))
+    index = ShardIndex.empty((1,))
+    index.offsets[0], index.nbytes[0] = sh.index_size((1,)), len(bomb)
+    arr = _array_dir(tmp_path, doc, {"c/0": sh.encode_index(index) + bomb})
+    exc = _bounded(lambda: arr.read())
+    assert isinstance(exc, mrec.CorruptionError) and "can hold" in str(exc), exc
+
+
+def test_declared_rows_far_beyond_any_frame_refused_at_declaration(tmp_path):
+    """rows=2^40 planned 8 TiB chunks: the first 3-row frame raised MemoryError at landing."""
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=2**40)
+    with pytest.raises(mrec.RefusalError) as e:
+        s.declare_column("atoms", "u", "f64", trailing=(3,))
+    assert e.value.kind == "declaration_mismatch" and "'atoms'" in str(e.value) and "rows" in str(e.value)
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=2**20)                # a large but real frame is fine
+    s.declare_column("atoms", "u", "f64", trailing=(3,))
+
+
+# -- issue 17.12: every failure a user can cause is an MrecError naming what was wrong --------------
+
+def _nested(depth: int):
+    d: list = []
+    for _ in range(depth):
+        d = [d]
+    return d
+
+
+def _schema(block="atoms", column="u"):
+    s = mrec.SequenceSchema()
+    s.declare_block(block, rows=2)
+    s.declare_column(block, column, "f64")
+    return s
+
+
+DEEP_JSON_ENTRY_POINTS = {
+    "trajectory_frame_meta": lambda p: _append_one(p, meta={"doc": _nested(5000)}),
+    "record_meta": lambda p: mrec.write_record(p, meta={"d": _nested(5000)}, frame=_frame()),
+    "record_status": lambda p: mrec.write_record(p, meta={}, frame=_frame(), status={"d": _nested(5000)}),
+    "frame_meta": lambda p: mrec.write_record(p, meta={}, frame={**_frame(), "meta": {"d": _nested(5000)}}),
+    "observable_meta": lambda p: mrec.write_record(p, meta={}, frame=_frame(), observables={
+        "o": {"data": np.ones(3), "kind": "scalar", "description": "", "time_dependent": False, "x": _nested(5000)}}),
+    "schema_extra": lambda p: mrec.SequenceSchema().declare_block("a", rows=1, extra={"x": _nested(5000)}),
+}
+
+
+def _frame():
+    return {"blocks": {"atoms": {"u": np.ones(2)}}}
+
+
+def _append_one(p, meta=None, schema=None):
+    with mrec.TrajectoryWriter.create(p, schema or _schema()) as w:
+        w.append({**_frame(), "meta": meta or {}})
+
+
+@pytest.mark.parametrize("case", sorted(DEEP_JSON_ENTRY_POINTS))
+def test_deeply_nested_json_documents_refused_by_name(tmp_path, case):
+    """JSON nested 5000 deep raised RecursionError from the writer's checks."""
+    with pytest.raises(mrec.RefusalError) as e:
+        DEEP_JSON_ENTRY_POINTS[case](tmp_path / "r.mrec")
+    assert "nests deeper than 256" in str(e.value), str(e.value)
+    if case == "trajectory_frame_meta":                  # created, then the frame refused: nothing committed
+        assert len(mrec.TrajectoryReader(tmp_path / "r.mrec")) == 0
+    else:
+        assert not (tmp_path / "r.mrec").exists()
+
+
+def test_deep_stored_attributes_refused_on_read(tmp_path):
+    """A stored zarr.json nesting 300 levels (loadable by json, too deep for what reads it next)."""
+    from mrec.zarr.metadata import parse_node
+    doc = {"zarr_format": 3, "node_type": "group", "attributes": {"a": _nested(300)}}
+    with pytest.raises(mrec.MetadataError, match="nests deeper than 256"):
+        parse_node(json.dumps(doc).encode(), "g/zarr.json")
+    doc["attributes"]["a"] = _nested(200)
+    parse_node(json.dumps(doc).encode(), "g/zarr.json")
+
+
+BAD_NAMES = {"nul": ("x\0y", "NUL"), "long": ("a" * 300, "300 bytes"), "periods": ("...", "only of periods"),
+             "backslash": ("a\\b", "backslash"), "surrogate": ("a\ud800", "UTF-8")}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_NAMES))
+def test_unsafe_names_refused_at_every_entry_point(tmp_path, case):
+    """A NUL in a column name raised ValueError, a 300-character block name OSError: every name that
+    becomes a node (block, column, meta key, frame block / column, observable, metrics key) is
+    refused before anything is written, naming the rule."""
+    name, why = BAD_NAMES[case]
+    entry_points = [
+        ("reserved_block_name", lambda: _schema(block=name)),
+        ("reserved_column_name", lambda: _schema(column=name)),
+        ("reserved_meta_key", lambda: _schema().declare_meta(name, "f64")),
+        ("reserved_block_name", lambda: mrec.write_record(tmp_path / "f.mrec", meta={},
+                                                          frame={"blocks": {name: {"u": np.ones(2)}}})),
+        ("reserved_column_name", lambda: mrec.write_record(tmp_path / "f.mrec", meta={},
+                                                           frame={"blocks": {"atoms": {name: np.ones(2)}}})),
+        ("bad_observable", lambda: mrec.write_record(tmp_path / "f.mrec", meta={}, frame=_frame(), observables={
+            name: {"data": np.ones(3), "kind": "scalar", "description": "", "time_dependent": False}})),
+    ]
+    for kind, fn in entry_points:
+        with pytest.raises(mrec.RefusalError) as e:
+            fn()
+        assert e.value.kind == kind and why in str(e.value), (kind, str(e.value))
+    assert os.listdir(tmp_path) == []
+    if case == "long":
+        with pytest.raises(mrec.RefusalError) as e:
+            mrec.write_record(tmp_path / "m.mrec", meta={}, frame=_frame(), metrics={"k" * 300: [1.0]})
+        assert e.value.kind == "bad_metrics" and os.listdir(tmp_path) == []
+
+
+def test_paths_inside_a_regular_file_refused_naming_the_path(tmp_path):
+    """A record, archive or unpack target whose directory is a regular file raised FileExistsError /
+    NotADirectoryError from os.makedirs."""
+    from mrec.pack import pack, unpack
+    reg = tmp_path / "reg"
+    reg.write_text("x")
+    ok = tmp_path / "ok.mrec"
+    _append_one(ok)
+    archive = pack(ok, keep=True)
+    calls = [
+        lambda: mrec.TrajectoryWriter.create(reg / "t.mrec", _schema()),
+        lambda: mrec.TrajectoryWriter.create(reg, _schema()),
+        lambda: mrec.write_record(reg / "r.mrec", meta={}, frame=_frame()),
+        lambda: pack(ok, out=reg / "o.mrec.zip", keep=True),
+        lambda: unpack(archive, out=reg / "o.mrec"),
+        lambda: pack(ok, out=tmp_path / "nope" / "o.mrec.zip", keep=True),
+    ]
+    for fn in calls:
+        with pytest.raises(mrec.MrecError) as e:
+            fn()
+        assert str(reg) in str(e.value) or "nope" in str(e.value), str(e.value)
+    assert reg.read_text() == "x" and sorted(os.listdir(tmp_path)) == ["ok.mrec", "ok.mrec.zip", "reg"]
+
+
+# -- issue 13.8: what the Zarr V3 core spec says to refuse ------------------------------------------
+
+def _open_text(tmp_path, text: str):
+    d = tmp_path / "a"
+    d.mkdir(exist_ok=True)
+    (d / "zarr.json").write_text(text)
+    from mrec.zarr.array import read_node
+    return read_node(DirectoryStore(tmp_path), "a")
+
+
+@pytest.mark.parametrize("node", ["group", "array"])
+def test_unknown_field_without_must_understand_false_refused(tmp_path, node):
+    """Core spec (group and array metadata, "Unknown"): an implementation must fail to open a node
+    with unknown metadata fields, except objects with "must_understand": false."""
+    base = json.loads(ROOT_JSON) if node == "group" else _array_doc([4], [4])
+    for bad in (1, "x", None, [], {"must_understand": True}, {"name": "ext"}):
+        if node == "group" and bad is None:
+            continue        # consolidated_metadata null only; another name with null is refused below
+        doc = {**base, "ext_field": bad}
+        with pytest.raises(mrec.UnsupportedError) as e:
+            _open_text(tmp_path, json.dumps(doc))
+        assert "a/zarr.json" in str(e.value) and "'ext_field'" in str(e.value), str(e.value)
+    with pytest.raises(mrec.UnsupportedError):
+        _open_text(tmp_path, json.dumps({**base, "ext_field": None}))
+    ok = {**base, "ext_field": {"must_understand": False, "x": 1}}
+    meta = _open_text(tmp_path, json.dumps(ok))
+    assert meta.extra == {"ext_field": {"must_understand": False, "x": 1}}
+    assert meta.to_json()["ext_field"] == ok["ext_field"]            # kept verbatim
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int64", "uint8", "uint64"])
+@pytest.mark.parametrize("spelling", ["1e2", "100.0", "1E2", "1.0e2", "100.5"])
+def test_integer_fill_written_as_json_float_refused(tmp_path, dtype, spelling):
+    """Core spec, permitted fill values: integers are "a JSON number with no fraction or exponent part"."""
+    text = json.dumps(_array_doc([4], [4], dtype=dtype, fill=0)).replace('"fill_value": 0', f'"fill_value": {spelling}')
+    with pytest.raises(mrec.MetadataError) as e:
+        _open_text(tmp_path, text)
+    assert "a/zarr.json" in str(e.value) and "fraction or exponent" in str(e.value)
+    assert _open_text(tmp_path, text.replace(f'"fill_value": {spelling}', '"fill_value": 100')).fill_value == 100
+
+
+@pytest.mark.parametrize("dtype,fill,ok", [
+    ("complex64", ["0x3f800000", 0.0], True), ("complex64", ["0x3ff0000000000000", 0.0], False),
+    ("complex64", [0.0, "0x3ff0000000000000"], False), ("complex128", ["0x3ff0000000000000", "0x0000000000000000"], True),
+    ("complex128", ["0x3f800000", 0.0], False), ("complex128", [0.0, "0x7fc00000"], False),
+])
+def test_complex_hex_fill_of_the_component_width(tmp_path, dtype, fill, ok):
+    """A hex fill spells the IEEE 754 bits of the component type: 8 hex digits for complex64's
+    float32 components, 16 for complex128's float64 ones."""
+    text = json.dumps(_array_doc([4], [4], dtype=dtype, fill=fill))
+    if ok:
+        assert complex(_open_text(tmp_path, text).fill_value) == complex(1.0, 0.0)
+        return
+    with pytest.raises(mrec.MetadataError) as e:
+        _open_text(tmp_path, text)
+    assert "a/zarr.json" in str(e.value) and "hex-encoded bytes" in str(e.value)
+
+
+@pytest.mark.parametrize("order", ["F", "C"])
+def test_transpose_memory_order_strings_refused(tmp_path, order):
+    """transpose v1.0 (as accepted): order "no longer supports the constants "C" or "F"" (V2 leftovers)."""
+    codecs = [{"name": "transpose", "configuration": {"order": order}}, {"name": "bytes", "configuration": {"endian": "little"}}]
+    with pytest.raises(mrec.MetadataError) as e:
+        _open_text(tmp_path, json.dumps(_array_doc([4, 2], [4, 2], codecs=codecs)))
+    assert "a/zarr.json" in str(e.value) and "explicit permutation" in str(e.value)
+
+
+# -- issue 13.9: messages ---------------------------------------------------------------------------
+
+def test_object_form_of_a_core_data_type_named_as_such(tmp_path):
+    """{"name": "float64"} was refused as "'float64' is not supported": the core spec names a core
+    data type by its string; the object form is for extension data types."""
+    with pytest.raises(mrec.MetadataError) as e:
+        _open_text(tmp_path, json.dumps(_array_doc([4], [4], dtype={"name": "float64"})))
+    assert "a/zarr.json" in str(e.value) and "object form" in str(e.value) and "'float64'" in str(e.value)
+    with pytest.raises(mrec.UnsupportedError) as e:
+        _open_text(tmp_path, json.dumps(_array_doc([4], [4], dtype={"name": "urn:x:dt", "configuration": {"u": 1}})))
+    assert e.value.kind == "unknown_dtype" and "extension data type 'urn:x:dt'" in str(e.value)
+
+
+@pytest.mark.parametrize("dtype,refused", [("float64", True), ("int16", True), ("complex64", True),
+                                           ("uint8", False), ("bool", False)])
+def test_bytes_codec_without_endian_is_an_error_of_zarr_json(tmp_path, dtype, refused):
+    """A bytes codec without endian on a multi-byte type failed at the first chunk read; it is an
+    error of the array's zarr.json, when it is opened."""
+    plain = [{"name": "bytes", "configuration": {}}]
+    inner = [{"name": "sharding_indexed", "configuration": {
+        "chunk_shape": [2], "codecs": plain,
+        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+        "index_location": "end"}}]
+    for codecs in (plain, inner):
+        text = json.dumps(_array_doc([4], [4], dtype=dtype, codecs=codecs, fill=False if dtype == "bool" else 0))
+        if not refused:
+            assert _open_text(tmp_path, text).data_type.name == dtype
+            continue
+        with pytest.raises(mrec.MetadataError) as e:
+            _open_text(tmp_path, text)
+        assert "a/zarr.json" in str(e.value) and "endian" in str(e.value) and dtype in str(e.value)
+
+
+def test_unsafe_node_name_names_the_store_and_the_rule(tmp_path):
+    """A stored sequence_schema naming a block '..' (or 'a/b', '__x', 'x\\y') is refused naming the
+    trajectory and the node-name rule it breaks; a store key is refused naming the store."""
+    p = _traj(tmp_path)
+    meta = p / "trajectory" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    blocks = doc["attributes"]["sequence_schema"]["blocks"]
+    for bad, rule in (("..", "only of periods"), ("a/b", "contains '/'"), ("__x", "'__'"), ("x\\y", "backslash")):
+        doc["attributes"]["sequence_schema"]["blocks"] = {bad: blocks["atoms"]}
+        meta.write_text(json.dumps(doc))
+        with pytest.raises(mrec.RefusalError) as e:
+            mrec.TrajectoryReader(p)
+        assert str(p / "trajectory") in str(e.value) and rule in str(e.value), str(e.value)
+    with pytest.raises(mrec.StoreError) as e:
+        DirectoryStore(p).get("../outside")
+    assert str(p) in str(e.value) and "'..'" in str(e.value)
+
+
+@pytest.mark.parametrize("stored,why", [("[" * 5000 + "]" * 5000, "nests deeper than 256"),
+                                        ("[" * 300 + "]" * 300, "nests deeper than 256"),
+                                        ("not json", "is not JSON")])
+def test_stored_json_meta_value_that_is_no_document_refused(tmp_path, stored, why):
+    """A per-step meta value of tag json, as a foreign writer could store it: text nested 5000 deep
+    raised RecursionError, text that is not JSON a JSONDecodeError (a ValueError) from the reader."""
+    s = _schema()
+    s.declare_meta("d", "json")
+    p = tmp_path / "j.mrec"
+    with mrec.TrajectoryWriter.create(p, s) as w:
+        w.append({**_frame(), "meta": {"d": {"a": 1}}})
+    arr = Array.open(DirectoryStore(p), "trajectory/meta/d")
+    assert list(arr.read()) == ['{"a": 1}']
+    arr.write(np.array([stored], dtype=object))                # a valid chunk holding that text
+    with pytest.raises(mrec.RefusalError) as e:
+        mrec.TrajectoryReader(p)[0]
+    assert e.value.kind == "meta_tag_mismatch" and "trajectory/meta/d" in str(e.value) and why in str(e.value)

@@ -146,7 +146,7 @@ def test_bytes_codec_corruption_names_chunk():
 @pytest.mark.parametrize("payload", [b"", b"x", bytes(range(256)) * 33, np.arange(1000, dtype="<f8").tobytes()],
                          ids=["empty", "one", "pattern", "f64"])
 def test_bytes_bytes_round_trip(codec, payload):
-    spec = ChunkSpec((1,), DATA_TYPES["uint8"], 0, "k")
+    spec = ChunkSpec((len(payload),), DATA_TYPES["uint8"], 0, "k")     # what the chunk holds bounds the decode
     enc = codec.encode(payload)
     assert codec.decode(enc, spec) == payload
     if codec.encoded_size(len(payload)) is not None:
@@ -208,7 +208,7 @@ def test_vlen_utf8_round_trip_and_layout(dtype):
             VlenUtf8Codec().decode(bad, spec.at("r/s/c/0"))
 
 
-@pytest.mark.parametrize("order", [(1, 0), (0, 1), (2, 0, 1), (1, 2, 0), "F", "C"])
+@pytest.mark.parametrize("order", [(1, 0), (0, 1), (2, 0, 1), (1, 2, 0)])     # "C" / "F": test_hostile (V2 orders)
 @pytest.mark.parametrize("dtype", ["int16", "complex128", "string"])
 def test_transpose_round_trip(order, dtype):
     nd = 2 if (isinstance(order, tuple) and len(order) == 2) else 3
@@ -219,7 +219,7 @@ def test_transpose_round_trip(order, dtype):
     p = pipeline(codecs)
     spec = ChunkSpec(shape, DATA_TYPES[dtype], 0)
     raw = p.encode(arr, spec)
-    perm = tuple(range(nd)) if order == "C" else tuple(reversed(range(nd))) if order == "F" else order
+    perm = order
     plain = pipeline([serializer(dtype), CRC]).encode(np.ascontiguousarray(np.transpose(arr, perm)), spec.with_shape(np.transpose(arr, perm).shape))
     assert raw == plain                            # stored in the transposed C order
     assert same(p.decode(raw, spec), arr)

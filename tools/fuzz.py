@@ -9,6 +9,14 @@ and reads everything with ``mrec.TrajectoryReader``. The only exceptions allowed
 are ``mrec.MrecError``; anything else (and any input that takes over 5 s) is a
 failure, saved under ``--out`` for reproduction.
 
+Two more targets take the hostile classes of issue 17: ``bounds`` plants untrusted
+sizes (gzip / zstd bombs, a frame stating a huge content size, a vlen-utf8 count far
+beyond its chunk, a 1 KB zarr.json declaring ~2^40 chunks, declared rows far beyond
+the frames, zip entry names of thousands of components) and reads them with the
+array reader and ``validate --deep``; ``inputs`` calls the writers with what a user
+can get wrong (node names with NUL, '/', a backslash, only periods, 300 bytes or a
+lone surrogate; JSON documents nested thousands deep; targets inside a regular file).
+
     python tools/fuzz.py --n 100000            # the long run
     python tools/fuzz.py --n 300 --seed 1      # a short run (the CI test)
 
@@ -145,6 +153,195 @@ def mutate_json(rng: random.Random, data: bytes) -> bytes:
     return json.dumps(doc).encode()
 
 
+# -- bounds: untrusted sizes (issue 17.11) ---------------------------------------------------------
+
+_BOMBS: dict = {}
+
+
+def _bomb(kind: str) -> bytes:
+    """A 64 MiB piece of zeros, compressed once (gzip member / zstd frame without a size / with one)."""
+    if kind not in _BOMBS:
+        import gzip
+        import zstandard
+        zeros = bytes(64 << 20)
+        _BOMBS[kind] = {"gzip": lambda: gzip.compress(zeros, compresslevel=1),
+                        "zstd": lambda: zstandard.ZstdCompressor(level=1, write_content_size=False).compress(zeros),
+                        "zstd_sized": lambda: zstandard.ZstdCompressor(level=1).compress(zeros)}[kind]()
+    return _BOMBS[kind]
+
+
+def _doc(shape, chunks, dtype="float64", codecs=None, fill=0.0) -> dict:
+    return {"zarr_format": 3, "node_type": "array", "shape": shape, "data_type": dtype,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}}, "fill_value": fill,
+            "codecs": codecs or [{"name": "bytes", "configuration": {"endian": "little"}}]}
+
+
+def _write(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def _stored_zip(entries: list[tuple[str, bytes]]) -> bytes:
+    import struct
+    import zlib
+    local, cd = b"", b""
+    for name, data in entries:
+        nm = name.encode("utf-8", "surrogatepass")
+        crc = zlib.crc32(data)
+        cd += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0x800, 0, 0, 0x21, crc, len(data), len(data),
+                          len(nm), 0, 0, 0, 0, 0, len(local)) + nm
+        local += struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0x800, 0, 0, 0x21, crc, len(data), len(data),
+                             len(nm), 0) + nm + data
+    return local + cd + struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(entries), len(entries), len(cd), len(local), 0)
+
+
+def bounds_case(rng: random.Random, work: str) -> tuple[str, callable]:
+    """(what, run): one hostile-size input planted in a fresh directory under ``work``."""
+    import struct
+    from mrec.validate import validate
+    from mrec.zarr.array import Array
+    from mrec.zarr.store import DirectoryStore
+    root = tempfile.mkdtemp(prefix="b", dir=work) + "/r.mrec"
+    _write(f"{root}/zarr.json", b'{"zarr_format": 3, "node_type": "group", "attributes": {}}')
+    n = rng.choice([1, 10, 1000, 4096])
+    kind = rng.randrange(7)
+    by = [{"name": "bytes", "configuration": {"endian": "little"}}]
+    if kind <= 2:                                  # compression bombs: 64 MiB .. 2 GiB of zeros
+        codec = ["gzip", "zstd", "zstd"][kind]
+        bomb = _bomb(["gzip", "zstd", "zstd_sized"][kind])
+        reps = 1 if kind == 2 else rng.choice([1, 4, 20, 32])
+        inner = rng.random() < 0.5
+        cfg = [*by, {"name": codec, "configuration": {"level": 1}}]
+        if inner:
+            from mrec.zarr.codecs.sharding import ShardIndex
+            from mrec.zarr.pipeline import CodecPipeline
+            codecs = [{"name": "sharding_indexed", "configuration": {
+                "chunk_shape": [n], "codecs": cfg, "index_location": "start",
+                "index_codecs": [*by, {"name": "crc32c"}]}}]
+            sh = CodecPipeline.from_json(codecs, "fuzz").array_bytes
+            index = ShardIndex.empty((1,))
+            index.offsets[0], index.nbytes[0] = sh.index_size((1,)), len(bomb) * reps
+            chunk = sh.encode_index(index) + bomb * reps
+        else:
+            codecs, chunk = cfg, bomb * reps
+        _write(f"{root}/a/zarr.json", json.dumps(_doc([n], [n], codecs=codecs)).encode())
+        _write(f"{root}/a/c/0", chunk)
+        what = f"{codec} bomb of {reps} x 64 MiB{' in a shard' if inner else ''} for {n} float64"
+    elif kind == 3:                                # a vlen-utf8 count far beyond its chunk
+        count = rng.choice([2**20, 2**31, 2**32 - 1, n])
+        _write(f"{root}/a/zarr.json", json.dumps(_doc([count], [count], "string", [{"name": "vlen-utf8"}], "")).encode())
+        _write(f"{root}/a/c/0", struct.pack("<I", count) + bytes(rng.randrange(0, 64)))
+        what = f"vlen-utf8 chunk declaring {count} strings"
+    elif kind == 4:                                # a 1 KB zarr.json declaring ~2^40 chunks
+        e = rng.choice([10, 20, 24])
+        _write(f"{root}/a/zarr.json", json.dumps(_doc([2**e, 2**e], [1, 1])).encode())
+        for _ in range(rng.randrange(4)):
+            _write(f"{root}/a/c/{rng.randrange(2**e)}/{rng.randrange(2**e)}", bytes(rng.choice([8, 3])))
+        # only the deep walk: a read of one row of it is 2^e lookups the caller asked for
+        return f"shape 2^{e} x 2^{e} of one-element chunks", lambda: validate(root, deep=True)
+    elif kind == 5:                                # declared rows far beyond the frames
+        rows = rng.choice([2**31, 2**40, 2**62])
+
+        def run():
+            s = mrec.SequenceSchema()
+            s.declare_block("atoms", rows=rows)
+            s.declare_column("atoms", "u", "f64", trailing=(3,))
+            with mrec.TrajectoryWriter.create(root.replace("r.mrec", "t.mrec"), s) as w:
+                w.append({"blocks": {"atoms": {"u": np.zeros((3, 3))}}})
+        return f"rows={rows} for a 3-row frame", run
+    else:                                          # zip entry names of thousands of components
+        depth = rng.choice([300, 2000, 32767])
+        name = "/".join(["a"] * depth) if rng.random() < 0.5 else "x" * rng.choice([256, 5000, 65535])
+        z = root + ".zip"
+        with open(z, "wb") as f:
+            f.write(_stored_zip([("zarr.json", b'{"zarr_format": 3, "node_type": "group"}'), (name, b"x")]))
+
+        def run():
+            try:
+                mrec.TrajectoryReader(z)
+            finally:
+                mrec.unpack(z, out=root.replace("r.mrec", "u.mrec"))
+        return f"zip entry name of {len(name)} characters", run
+
+    def run():
+        st = DirectoryStore(root)
+        try:
+            Array.open(st, "a").read(slice(0, 1))
+        finally:
+            validate(root, deep=True)
+    return what, run
+
+
+# -- inputs: what a user can get wrong (issue 17.12) -------------------------------------------------
+
+BAD_NAMES = ["x\0y", "a" * 300, "...", "a\\b", "a/b", "__x", "", "a\ud800", "\u00e9" * 128, ".", "ok"]
+
+
+def _deep(rng: random.Random):
+    d: object = rng.choice([[], {}])
+    for _ in range(rng.choice([100, 300, 1000, 5000])):
+        d = [d] if rng.random() < 0.5 else {"k": d}
+    return d
+
+
+def inputs_case(rng: random.Random, work: str) -> tuple[str, callable]:
+    base = tempfile.mkdtemp(prefix="i", dir=work)
+    name = rng.choice(BAD_NAMES)
+    frame = {"blocks": {"atoms": {"u": np.ones(2)}}}
+    p = os.path.join(base, "r.mrec")
+    kind = rng.randrange(9)
+    if kind == 0:
+        return f"block {name!r}", lambda: mrec.SequenceSchema().declare_block(name, rows=2)
+    if kind == 1:
+        def run():
+            s = mrec.SequenceSchema()
+            s.declare_block("atoms", rows=2)
+            s.declare_column("atoms", name, "f64")
+            s.declare_meta(name, "f64")
+        return f"column / meta key {name!r}", run
+    if kind == 2:
+        return f"frame block {name!r}", lambda: mrec.write_record(p, meta={}, frame={"blocks": {name: {"u": np.ones(2)}}})
+    if kind == 3:
+        return f"observable / metrics {name!r}", lambda: mrec.write_record(
+            p, meta={}, frame=frame, metrics={name: [1.0]},
+            observables={name: {"data": np.ones(2), "kind": "s", "description": "", "time_dependent": False}})
+    doc = _deep(rng)
+    if kind == 4:
+        return "deep record documents", lambda: mrec.write_record(p, meta={"d": doc}, frame=frame, status={"d": doc})
+    if kind == 5:
+        def run():
+            s = mrec.SequenceSchema()
+            s.declare_block("atoms", rows=2)
+            s.declare_column("atoms", "u", "f64")
+            with mrec.TrajectoryWriter.create(p, s) as w:
+                w.append({**frame, "meta": {"d": doc}})
+        return "deep frame meta", run
+    if kind == 6:
+        return "deep schema extra", lambda: mrec.SequenceSchema().declare_block("a", rows=1, extra={"x": doc})
+    reg = os.path.join(base, "reg")
+    with open(reg, "w") as f:
+        f.write("x")
+    inside = os.path.join(reg, rng.choice(["t.mrec", "a/b.mrec"]))
+    if kind == 7:
+        def run():
+            s = mrec.SequenceSchema()
+            s.declare_block("atoms", rows=2)
+            s.declare_column("atoms", "u", "f64")
+            if rng.random() < 0.5:
+                mrec.TrajectoryWriter.create(inside if rng.random() < 0.5 else reg, s).close()
+            else:
+                mrec.write_record(inside, meta={}, frame=frame)
+        return "a record inside a regular file", run
+
+    def run():
+        mrec.write_record(p, meta={}, frame=frame)
+        z = mrec.pack(p, out=inside + ".zip" if rng.random() < 0.5 else os.path.join(base, "r.mrec.zip"))
+        mrec.unpack(z, out=inside)
+    return "pack / unpack inside a regular file", run
+
+
 def files_of(root: str, pred) -> list[str]:
     out = []
     for d, _, fs in os.walk(root):
@@ -154,11 +351,32 @@ def files_of(root: str, pred) -> list[str]:
     return sorted(out)
 
 
+def attempt(fn, target: str, victim: str, data: bytes, failures: list) -> int:
+    """Run one input: 0 read cleanly, 1 refused with an MrecError, 2 failed (anything else, or over
+    5 s; appended to ``failures``)."""
+    started = time.time()
+    try:
+        fn()
+        outcome = 0
+    except mrec.MrecError:
+        outcome = 1
+    except BaseException as exc:           # noqa: BLE001 - the point of the fuzzer
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        failures.append((target, victim, data, f"{type(exc).__name__}: {exc}"[:500], traceback.format_exc(limit=-6)))
+        return 2
+    if time.time() - started > 5:
+        failures.append((target, victim, data, f"slow: {time.time() - started:.1f} s", ""))
+        return 2
+    return outcome
+
+
 def run(n: int, seed: int, out_dir: str | None, verbose: bool) -> int:
     t0 = time.time()
     rng = random.Random(seed)
     work = tempfile.mkdtemp(prefix="mrec-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    counts = {t: [0, 0, 0] for t in ("zarr.json", "shard", "zip")}     # clean, refused, failed
+    targets = ("zarr.json", "shard", "zip", "bounds", "inputs")
+    counts = {t: [0, 0, 0] for t in targets}     # clean, refused, failed
     failures = []
     try:
         seeds = build(work)
@@ -168,7 +386,14 @@ def run(n: int, seed: int, out_dir: str | None, verbose: bool) -> int:
         zip_bytes = open(archive, "rb").read()
         bad_zip = os.path.join(work, "fuzz.mrec.zip")
         for k in range(n):
-            target = ("zarr.json", "shard", "zip")[k % 3]
+            target = targets[k % len(targets)]
+            if target in ("bounds", "inputs"):
+                cases = os.path.join(work, "cases")
+                shutil.rmtree(cases, ignore_errors=True)
+                os.makedirs(cases)
+                what, fn = (bounds_case if target == "bounds" else inputs_case)(rng, cases)
+                counts[target][attempt(fn, target, what, what.encode("utf-8", "backslashreplace"), failures)] += 1
+                continue
             if target == "zip":
                 data = mutate_bytes(rng, zip_bytes)
                 with open(bad_zip, "wb") as f:
@@ -181,21 +406,7 @@ def run(n: int, seed: int, out_dir: str | None, verbose: bool) -> int:
                 with open(victim, "wb") as f:
                     f.write(data)
                 path = next(d for d in dirs if victim.startswith(d + os.sep))
-            started = time.time()
-            try:
-                read_all(path)
-                outcome = 0
-            except mrec.MrecError:
-                outcome = 1
-            except BaseException as exc:           # noqa: BLE001 - the point of the fuzzer
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                outcome = 2
-                failures.append((target, victim, data, f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=-6)))
-            if time.time() - started > 5 and outcome != 2:
-                outcome = 2
-                failures.append((target, victim, data, f"slow: {time.time() - started:.1f} s", ""))
-            counts[target][outcome] += 1
+            counts[target][attempt(lambda: read_all(path), target, victim, data, failures)] += 1
             if original is not None:
                 with open(victim, "wb") as f:
                     f.write(original)
@@ -207,7 +418,8 @@ def run(n: int, seed: int, out_dir: str | None, verbose: bool) -> int:
                 with open(os.path.join(out_dir, f"failure{i}.{target.replace('.', '_')}"), "wb") as f:
                     f.write(data)
                 with open(os.path.join(out_dir, f"failure{i}.txt"), "w") as f:
-                    f.write(f"{target} {os.path.relpath(victim, work)}\n{what}\n{tb}")
+                    where = victim if target in ("bounds", "inputs") else os.path.relpath(victim, work)
+                    f.write(f"{target} {where}\n{what}\n{tb}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     total = sum(sum(c) for c in counts.values())
@@ -215,7 +427,7 @@ def run(n: int, seed: int, out_dir: str | None, verbose: bool) -> int:
           + "; ".join(f"{t}: {c[0]} read, {c[1]} refused, {c[2]} failed" for t, c in counts.items())
           + f"; failures {len(failures)}")
     for target, victim, _, what, tb in failures[:10]:
-        print(f"  [{target}] {os.path.basename(victim)}: {what}")
+        print(f"  [{target}] {victim if target in ('bounds', 'inputs') else os.path.basename(victim)}: {what}")
         if verbose:
             print(tb)
     return 1 if failures else 0

@@ -24,6 +24,7 @@ import re
 from typing import Any, Callable, Mapping
 
 from ..errors import RefusalError
+from ..zarr.metadata import MAX_JSON_DEPTH, json_depth_exceeds
 
 __all__ = ["DOCUMENTS", "SUPPORTED_VERSIONS", "check_document", "check_meta", "check_status", "check_method",
            "RFC3339"]
@@ -40,7 +41,13 @@ def _refuse(kind: str, message: str, where: str | None) -> RefusalError:
 
 
 def _plain(value: Any, where: str | None, at: str) -> None:
-    """Refuse anything that is not plain finite JSON (recursively)."""
+    """Refuse anything that is not plain finite JSON, nesting at most MAX_JSON_DEPTH levels."""
+    if json_depth_exceeds(value):
+        raise _refuse("bad_document", f"{at} nests deeper than {MAX_JSON_DEPTH} levels (or is cyclic)", where)
+    _plain_within(value, where, at)
+
+
+def _plain_within(value: Any, where: str | None, at: str) -> None:
     if value is None or isinstance(value, (bool, str)):
         return
     if isinstance(value, int):
@@ -53,11 +60,11 @@ def _plain(value: Any, where: str | None, at: str) -> None:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise _refuse("bad_document", f"{at} has a non-string key {k!r}", where)
-            _plain(v, where, f"{at}.{k}")
+            _plain_within(v, where, f"{at}.{k}")
         return
     if isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            _plain(v, where, f"{at}[{i}]")
+            _plain_within(v, where, f"{at}[{i}]")
         return
     raise _refuse("bad_document", f"{at} is a {type(value).__name__}, not JSON", where)
 
@@ -65,7 +72,7 @@ def _plain(value: Any, where: str | None, at: str) -> None:
 def _object(doc: Any, name: str, where: str | None) -> dict:
     if not isinstance(doc, Mapping):
         raise _refuse("bad_document", f"the {name} document is a JSON object, found {type(doc).__name__}", where)
-    _plain(doc, where, name)
+    _plain(doc, where, f"the {name} document")
     return dict(doc)
 
 

@@ -22,7 +22,7 @@ def parse_lock_pid(text: bytes) -> int | None:
         return pid if pid > 0 else None
     try:
         doc = json.loads(s)
-    except ValueError:
+    except (ValueError, RecursionError):
         doc = None
     if isinstance(doc, dict) and type(doc.get("pid")) is int and doc["pid"] > 0:
         return doc["pid"]

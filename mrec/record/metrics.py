@@ -58,6 +58,9 @@ def safe_name(key: str) -> str:
         out = "%2E" + out[1:]
     elif out.startswith("__"):
         out = "%5F" + out[1:]
+    if len(out) > 255:
+        raise _refuse(f"metrics key {key[:60]!r}... names a node of {len(out)} bytes (escaped), more than the 255 "
+                      "a file name may hold")
     return out
 
 
@@ -315,6 +318,8 @@ def _wal_events(raw: bytes, start: Any, where: str) -> list[dict]:
             continue
         try:
             ev = json.loads(line.decode("utf-8"))
+        except RecursionError:
+            raise CorruptionError(f"WAL line {n + 1} past the watermark nests too deeply", path=where) from None
         except (UnicodeDecodeError, ValueError) as exc:
             raise CorruptionError(f"WAL line {n + 1} past the watermark is not one JSON object ({exc})",
                                   path=where) from None

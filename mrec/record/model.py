@@ -54,12 +54,47 @@ ENDPOINT_COLUMNS: tuple[str, ...] = ("atomi", "atomj", "atomk", "atoml", "atomm"
 TARGET_PATTERN = re.compile(r"(?!/trajectory/)(/[^/]+/[^/]+|[^/]+)")
 
 
+#: Most UTF-8 bytes of one node name: it is a directory or file name of the live record (NAME_MAX).
+MAX_NODE_NAME_BYTES = 255
+
+
+def node_name_problem(name: Any) -> str | None:
+    """Which rule ``name`` breaks as a node name, or None.
+
+    Zarr V3 core ("Node names"): non-empty, no ``/``, not made only of periods (``.``, ``..``,
+    ``...``), no leading ``__``.  mrec adds what a file system and the packed form need: no NUL,
+    no backslash (a zip entry name separates by ``/`` only), valid UTF-8, at most 255 bytes."""
+    if not isinstance(name, str):
+        return f"is a {type(name).__name__}, not a string"
+    if name == "":
+        return "is empty"
+    if "/" in name:
+        return "contains '/'"
+    if name.strip(".") == "":
+        return "is made only of periods"
+    if name.startswith("__"):
+        return "starts with the reserved prefix '__'"
+    if "\x00" in name:
+        return "contains a NUL character"
+    if "\\" in name:
+        return "contains a backslash (packed entry names separate by '/' only)"
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "is not encodable as UTF-8 (a lone surrogate)"
+    if size > MAX_NODE_NAME_BYTES:
+        return f"is {size} bytes of UTF-8, more than the {MAX_NODE_NAME_BYTES} a file name may hold"
+    return None
+
+
 def check_node_name(name: Any, what: str, kind: str, path: str | None = None) -> str:
-    """``name`` if it can name a Zarr node: a non-empty str, no ``/``, not ``.``/``..``, no leading ``__``."""
-    if (not isinstance(name, str) or name == "" or "/" in name or name in (".", "..")
-            or name.startswith("__")):
+    """``name`` if it can name a Zarr node (:func:`node_name_problem`), else a refusal of ``kind``."""
+    why = node_name_problem(name)
+    if why is not None:
+        shown = f"{name[:60]!r}... " if isinstance(name, str) and len(name) > 80 else f"{name!r} "
         raise RefusalError(
-            f"{what} {name!r} is not a valid node name (non-empty, no '/', not '.' or '..', no leading '__')",
+            f"{what} {shown}is not a valid node name: it {why} (a node name is non-empty, has no '/', "
+            "NUL or backslash, is not only periods, does not start with '__', and is at most 255 bytes)",
             path=path, kind=kind,
         )
     return name

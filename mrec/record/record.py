@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import RefusalError
+from ..errors import RefusalError, path_refusal
 from ..fs import DEFAULT_FS, remove_tree
 from ..fs.posix import TEMP_MARK
 from ..zarr.array import meta_key, read_node, write_group
@@ -436,7 +436,10 @@ def _new_store(path, write, *, overwrite: bool, fs) -> Path:
     if fs.exists(final) and not overwrite:
         raise _refuse("exists", "the path exists (pass overwrite=True to replace it)", final)
     parent, name = os.path.split(final)
-    fs.makedirs(parent)
+    try:
+        fs.makedirs(parent)
+    except (OSError, ValueError) as exc:
+        raise path_refusal(exc, parent) from None
     tmp = os.path.join(parent, f"{TEMP_MARK}{name}.{secrets.token_hex(4)}")
     store = DirectoryStore(tmp, fs=fs)
     try:

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RefusalError
-from .dtypes import check_canonical, check_dtype_name, check_trailing, dtype_name
+from .dtypes import check_canonical, check_dtype_name, check_trailing, dtype_name, row_bytes
 from .model import Frame, check_node_name, check_structural_shape, check_targets
 from .precision import check_precision
 from .typed_json import (
@@ -79,6 +79,12 @@ TRAJECTORY_RESERVED_BLOCKS: frozenset[str] = frozenset({"step", "time", "meta", 
 TRAJECTORY_RESERVED_COLUMNS: frozenset[str] = frozenset({"offset", "step_index", "_validity"})
 
 _DEFAULT_PATH = "sequence_schema"
+
+#: Most bytes one frame of one column may take as declared (``rows`` x the row size): the chunk
+#: planner sizes every inner chunk to at least one declared frame, and each landing pads a chunk
+#: to its full size, so a declaration far beyond the frames would allocate that much per landing
+#: (2^40 rows: 8 TiB for a 3-row frame).  4 GiB is 178 million rows of a 3 x f64 column.
+MAX_FRAME_COLUMN_BYTES = 1 << 32
 
 
 class _Absent:
@@ -363,6 +369,13 @@ class SequenceSchema:
             raise _refuse(f"block {block!r} column {column!r} is already declared", "declaration_mismatch", path)
         col = _checked_column(block, column,
                               ColumnDecl(dtype, trailing, nullable, precision, dict(extra or {})), path)
+        if decl.frame_rows and decl.frame_rows * row_bytes(col.dtype, col.trailing) > MAX_FRAME_COLUMN_BYTES:
+            raise _refuse(f"block {block!r} column {column!r}: {decl.frame_rows} declared rows of "
+                          f"{row_bytes(col.dtype, col.trailing)} bytes make one frame of "
+                          f"{decl.frame_rows * row_bytes(col.dtype, col.trailing)} bytes, more than the "
+                          f"{MAX_FRAME_COLUMN_BYTES} a chunk is planned for (declare the rows a frame has, or none: "
+                          "the rows are only the chunk planner's hint)",
+                          "declaration_mismatch", path)
         self._check_column_links(block, column, col)
         decl.columns[column] = col
         return col

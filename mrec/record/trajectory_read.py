@@ -482,12 +482,26 @@ def load_layout(store) -> Layout:
 
 # -- frame resolution -------------------------------------------------------------
 
-def _meta_value(tag: str, v):
+def _json_value(text, where: str):
+    """A stored ``json`` meta value: JSON text nesting at most MAX_JSON_DEPTH levels."""
+    from ..zarr.metadata import MAX_JSON_DEPTH, json_depth_exceeds
+    try:
+        doc = json.loads(text)
+    except (ValueError, TypeError, RecursionError) as exc:
+        why = f"nests deeper than {MAX_JSON_DEPTH} levels" if isinstance(exc, RecursionError) else f"is not JSON ({exc})"
+        raise RefusalError(f"a stored json meta value {why}", path=where, kind="meta_tag_mismatch") from None
+    if json_depth_exceeds(doc):
+        raise RefusalError(f"a stored json meta value nests deeper than {MAX_JSON_DEPTH} levels", path=where,
+                           kind="meta_tag_mismatch")
+    return doc
+
+
+def _meta_value(tag: str, v, where: str = ""):
     elem, trailing = tag_layout(tag)
     if trailing:
         return np.asarray(v)
     if tag == "json":
-        return json.loads(v)
+        return _json_value(v, where)
     if elem == "bool":
         return bool(v)
     if elem == "f64":
@@ -676,7 +690,7 @@ class TrajectoryReader:
             tags = self.schema.meta
             for key, arr in self.layout.meta.items():
                 tag = types[key] = tags[key].tag
-                meta[key] = _meta_value(tag, arr.read(slice(i, i + 1))[0])
+                meta[key] = _meta_value(tag, arr.read(slice(i, i + 1))[0], arr.name)
         box = self.box_at(i) if self.layout.box.n_updates else None
         if self._frames_trusted():
             if meta:

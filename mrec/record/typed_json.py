@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import MetadataError, RefusalError
+from ..zarr.metadata import MAX_JSON_DEPTH, json_depth_exceeds
 from .dtypes import NUMPY_DTYPES
 
 __all__ = [
@@ -138,26 +139,33 @@ def to_plain(value: Any) -> Any:
     """``value`` with numpy scalars/arrays and tuples turned into plain Python JSON values.
 
     Dict keys must be strings (JSON would silently stringify others); sets,
-    bytes and other objects are refused (``TypeError``).
+    bytes, other objects and a document nesting deeper than
+    :data:`~mrec.zarr.metadata.MAX_JSON_DEPTH` levels (or cyclic) are refused (``TypeError``).
     """
+    if json_depth_exceeds(value):
+        raise TypeError(f"the document nests deeper than {MAX_JSON_DEPTH} levels (or is cyclic)")
+    return _to_plain(value)
+
+
+def _to_plain(value: Any) -> Any:
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, np.ndarray):
-        return to_plain(value.tolist())
+        return _to_plain(value.tolist())
     if isinstance(value, np.generic):
-        return to_plain(value.item())
+        return _to_plain(value.item())
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
         return float(value)
     if isinstance(value, (list, tuple)):
-        return [to_plain(v) for v in value]
+        return [_to_plain(v) for v in value]
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
                 raise TypeError(f"JSON object keys are strings, found {k!r}")
-            out[k] = to_plain(v)
+            out[k] = _to_plain(v)
         return out
     raise TypeError(f"{type(value).__name__} {value!r} is not a JSON value")
 

@@ -62,7 +62,15 @@ def parse_data_type(value, where: str) -> DataType:
     kind = "unknown_dtype"
     if isinstance(name, str):
         kind = _REFUSED.get(name, "narrow_float" if name.startswith("float") else "unknown_dtype")
-    raise UnsupportedError(f"data_type {name!r} is not supported", path=where, kind=kind)
+    if isinstance(value, dict) and name in DATA_TYPES:
+        # Zarr V3 core, data_type: "If the data type is defined in this specification, then the value
+        # must be the data type identifier provided as a string"; the object form is for extensions
+        raise MetadataError(f"data_type {value!r} is the object form of a core data type; Zarr V3 names "
+                            f"a core data type by its string ({name!r})", path=where)
+    if isinstance(value, dict):
+        raise UnsupportedError(f"data_type {value!r}: the extension data type {name!r} is not one of the "
+                               f"format's types ({', '.join(sorted(DATA_TYPES))})", path=where, kind=kind)
+    raise UnsupportedError(f"data_type {value!r} is not a data type name (a string)", path=where, kind=kind)
 
 
 def data_type_of(dtype: np.dtype) -> DataType:
@@ -106,10 +114,15 @@ def _float_from_json(v, where: str, nbytes: int) -> float:
             return _SPECIAL[v]
         if v.startswith("0x"):
             raw = _hex_bytes(v, where)
-            if len(raw) == 8:
+            # the hex form spells the IEEE 754 bits of exactly the (component) type: 8 hex digits
+            # for float32 / a complex64 component, 16 for float64 / a complex128 component
+            if len(raw) != nbytes:
+                raise MetadataError(f"fill_value {v!r} is {len(raw)} hex-encoded bytes; a "
+                                    f"{'complex64' if nbytes == 4 else 'complex128'} component takes {nbytes}",
+                                    path=where)
+            if nbytes == 8:
                 return struct.unpack(">d", raw)[0]
-            if len(raw) == 4:
-                return float(np.frombuffer(raw, ">f4")[0])
+            return float(np.frombuffer(raw, ">f4")[0])
         raise MetadataError(f"fill_value {v!r} is not a float form", path=where)
     raise MetadataError(f"fill_value {v!r} is not a number", path=where)
 
@@ -124,8 +137,10 @@ def parse_fill_value(value, dt: DataType, where: str):
             raise MetadataError(f"fill_value {value!r} is not a bool", path=where)
         return np.bool_(value)
     if name.startswith("int") or name.startswith("uint"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
-            raise MetadataError(f"fill_value {value!r} is not an integer", path=where)
+        # "a JSON number with no fraction or exponent part": json gives a float for 1.0 and 1e2
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise MetadataError(f"fill_value {value!r} is not an integer ({name} takes a JSON number with no "
+                                "fraction or exponent part)", path=where)
         info = np.iinfo(dt.numpy)
         if not info.min <= int(value) <= info.max:
             raise MetadataError(f"fill_value {value!r} out of range for {name}", path=where)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..errors import MetadataError, UnsupportedError
-from .dtypes import DataType, default_fill, fill_value_to_json, parse_data_type, parse_fill_value
+from .dtypes import DATA_TYPES, DataType, default_fill, fill_value_to_json, parse_data_type, parse_fill_value
 from .pipeline import CodecPipeline
 
 MAX_RANK = 32
@@ -23,6 +23,30 @@ MAX_SHARD_ENTRIES = 2**24     # a 256 MiB shard index (the reference writer clam
 _ARRAY_KEYS = {"zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",
                "fill_value", "codecs", "attributes", "dimension_names", "storage_transformers"}
 _GROUP_KEYS = {"zarr_format", "node_type", "attributes"}
+
+
+#: Deepest nesting of a JSON document mrec reads or writes (attributes, meta, documents): deeper
+#: ones are refused by name before anything recursive (json, copies, checks) can exhaust the stack
+MAX_JSON_DEPTH = 256
+
+
+def json_depth_exceeds(value, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when ``value`` (dicts / mappings, lists / tuples) nests more than ``limit`` levels, or
+    is cyclic; walked with an explicit stack, never by recursion."""
+    from collections.abc import Mapping
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if type(v) is dict or isinstance(v, Mapping):
+            kids = v.values()
+        elif type(v) is list or isinstance(v, tuple):
+            kids = v
+        else:
+            continue
+        if d > limit:
+            return True
+        stack.extend((k, d + 1) for k in kids)
+    return False
 
 
 def json_dumps(doc) -> bytes:
@@ -38,11 +62,14 @@ def json_loads(raw: bytes, where: str):
     if len(raw) > 64 * 2**20:
         raise MetadataError(f"zarr.json of {len(raw)} bytes is larger than 64 MiB", path=where)
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        doc = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
     except RecursionError:
-        raise MetadataError("zarr.json nests too deeply", path=where) from None
+        raise MetadataError(f"zarr.json nests deeper than {MAX_JSON_DEPTH} levels", path=where) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise MetadataError(f"zarr.json is not valid JSON: {exc}", path=where) from None
+    if json_depth_exceeds(doc):
+        raise MetadataError(f"zarr.json nests deeper than {MAX_JSON_DEPTH} levels", path=where)
+    return doc
 
 
 @dataclass(frozen=True)
@@ -208,10 +235,16 @@ def _check_pipeline(p: CodecPipeline, dt: DataType, chunk_shape, where: str) -> 
         if entries > MAX_SHARD_ENTRIES:
             raise MetadataError(f"a shard of {entries} inner chunks: its index would exceed {MAX_SHARD_ENTRIES} entries", path=where)
         _check_pipeline(ab.codecs, dt, ab.chunk_shape, where)
+        _check_pipeline(ab.index_codecs, DATA_TYPES["uint64"], (*grid, 2), where)
     elif isinstance(ab, VlenUtf8Codec) and not dt.is_string:
         raise MetadataError(f"vlen-utf8 cannot serialise {dt.name}", path=where)
     elif isinstance(ab, BytesCodec) and dt.is_string:
         raise MetadataError("a string array needs vlen-utf8, not bytes", path=where)
+    elif isinstance(ab, BytesCodec) and ab.endian is None and (dt.itemsize > 1 or dt.numpy.kind == "c"):
+        # the bytes codec: "endian" is required for a data type of more than one byte; an error of
+        # this zarr.json, found when it is opened, not when a chunk is read
+        raise MetadataError(f"the bytes codec has no endian, which {dt.name} ({dt.itemsize} bytes) needs",
+                            path=where)
 
 
 def _fake_spec(shape, dt):
@@ -233,7 +266,21 @@ class GroupMetadata:
         attrs = doc.get("attributes", {})
         if not isinstance(attrs, dict):
             raise MetadataError("attributes is not an object", path=where)
-        extra = {k: v for k, v in doc.items() if k not in _GROUP_KEYS}
+        extra = {}
+        for k, v in doc.items():
+            if k in _GROUP_KEYS:
+                continue
+            # Zarr V3 core, group metadata: "An implementation must fail to open zarr hierarchies or
+            # groups with unknown metadata fields, with the exception of objects with a
+            # "must_understand": false key-value pair"
+            if k == "consolidated_metadata" and v is None:
+                extra[k] = v        # zarr-python 3.0 wrote this null ("none"): read as absent, kept verbatim
+                continue
+            if not (isinstance(v, dict) and v.get("must_understand") is False):
+                raise UnsupportedError(f"unknown group field {k!r} that must be understood (an extension "
+                                       "field is ignorable only as an object with \"must_understand\": false)",
+                                       path=where)
+            extra[k] = v
         return cls(attrs, extra)
 
     def to_json(self) -> dict:

@@ -8,7 +8,7 @@ transpose.  Anything else is refused naming the array.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -99,6 +99,23 @@ class CodecPipeline:
             specs.append(c.resolve(specs[-1]))
         return specs
 
+    def max_encoded(self, spec: ChunkSpec) -> int:
+        """Most bytes an encoded chunk of ``spec`` can take: what its shape and data type fix."""
+        return self._max_resolved(self._specs(spec)[-1])
+
+    def _max_resolved(self, resolved: ChunkSpec) -> int:
+        n = self.array_bytes.max_encoded(resolved)
+        for c in self.bytes_bytes:
+            n = c.max_encoded(n)
+        return n
+
+    def _bounded(self, resolved: ChunkSpec) -> ChunkSpec:
+        """``resolved`` (the spec after the array→array codecs) carrying the most bytes any
+        bytes→bytes decode of it may produce (a gzip / zstd bomb is refused there, not decoded)."""
+        if not self.bytes_bytes or resolved.limit is not None:
+            return resolved
+        return replace(resolved, limit=self._max_resolved(resolved))
+
     def encode(self, arr: np.ndarray, spec: ChunkSpec) -> bytes:
         specs = self._specs(spec)
         for c, s in zip(self.array_array, specs):
@@ -172,6 +189,7 @@ class CodecPipeline:
                 or self.array_bytes._disk_dtype(spec) != dt:
             return self.decode(data, spec)
         pre, n = plan
+        spec = self._bounded(spec)
         for dec in pre:
             data = dec(data, spec)
         if len(data) != dest.nbytes or len(data) % n:
@@ -189,6 +207,7 @@ class CodecPipeline:
         if views is None or self.array_array:
             return None
         last = self.array_bytes.decode
+        spec = self._bounded(spec)
 
         def decode(data) -> np.ndarray:
             for dec in views:
@@ -199,12 +218,14 @@ class CodecPipeline:
     def decode(self, data: bytes, spec: ChunkSpec) -> np.ndarray:
         specs = self._specs(spec)
         views = self._view_decoders
-        if views is not None:
-            for dec in views:
-                data = dec(data, specs[-1])
-        else:
-            for c in reversed(self.bytes_bytes):
-                data = c.decode(data, specs[-1])
+        if self.bytes_bytes:
+            bounded = self._bounded(specs[-1])
+            if views is not None:
+                for dec in views:
+                    data = dec(data, bounded)
+            else:
+                for c in reversed(self.bytes_bytes):
+                    data = c.decode(data, bounded)
         arr = self.array_bytes.decode(data, specs[-1])
         for c, s in zip(reversed(self.array_array), reversed(specs[:-1])):
             arr = c.decode(arr, s)

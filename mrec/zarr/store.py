@@ -13,14 +13,15 @@ import os
 import posixpath
 from typing import Iterator
 
-from ..errors import StoreError
+from ..errors import StoreError, path_refusal as _path_refusal
 from ..fs import DEFAULT_FS, FileSystem
 from ..fs.posix import TEMP_MARK
 
 
-def _check_key(key: str) -> None:
-    if key.startswith("/") or "\\" in key or any(p in ("", ".", "..") for p in key.split("/")):
-        raise StoreError(f"invalid store key {key!r}")
+def _check_key(key: str, root: str | None = None) -> None:
+    if key.startswith("/") or "\\" in key or "\x00" in key or any(p in ("", ".", "..") for p in key.split("/")):
+        raise StoreError(f"invalid store key {key!r} (a key is relative and '/'-separated, with no '.', '..' "
+                         "or empty component, backslash or NUL)", path=root)
 
 
 class ReadableStore:
@@ -81,7 +82,7 @@ class DirectoryStore(ReadableStore):
             return self.root
         p = self._paths.get(key)
         if p is None:
-            _check_key(key)
+            _check_key(key, self.root)
             p = os.path.join(self.root, *key.split("/"))
             if len(self._paths) >= 4096:
                 self._paths.clear()
@@ -152,7 +153,7 @@ class DirectoryStore(ReadableStore):
         parent = posixpath.dirname(key)
         if parent in self._dirs:
             return
-        self.fs.makedirs(self.path(parent) if parent else self.root)
+        self._makedirs(self.path(parent) if parent else self.root)
         if len(self._dirs) >= 4096:
             self._dirs.clear()
         self._dirs.add(parent)
@@ -161,13 +162,16 @@ class DirectoryStore(ReadableStore):
         """``write()`` after making the key's directory; once more if a remembered one has vanished."""
         self._parent(key)
         try:
-            write()
-        except FileNotFoundError:
-            if posixpath.dirname(key) not in self._dirs:
-                raise
-            self._dirs.clear()
-            self._parent(key)
-            write()
+            try:
+                write()
+            except FileNotFoundError:
+                if posixpath.dirname(key) not in self._dirs:
+                    raise
+                self._dirs.clear()
+                self._parent(key)
+                write()
+        except (IsADirectoryError, NotADirectoryError, ValueError) as exc:
+            raise _path_refusal(exc, self.path(key)) from None
 
     def set(self, key: str, data: bytes, *, fsync: bool = False) -> None:
         """Atomic replace of a whole key (temp file + rename)."""
@@ -200,7 +204,13 @@ class DirectoryStore(ReadableStore):
 
     def makedirs(self, prefix: str) -> None:
         self._writable()
-        self.fs.makedirs(self.path(prefix) if prefix else self.root)
+        self._makedirs(self.path(prefix) if prefix else self.root)
+
+    def _makedirs(self, path: str) -> None:
+        try:
+            self.fs.makedirs(path)
+        except (OSError, ValueError) as exc:
+            raise _path_refusal(exc, path) from None
 
     def stray_temp_files(self) -> list[str]:
         """Keys left behind by an interrupted atomic replace."""

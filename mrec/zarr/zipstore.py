@@ -68,6 +68,14 @@ METHOD_STORED = 0
 #: Bounded piece size for streaming reads (CRC checks, unpacking).
 PIECE_SIZE = 8 * 1024 * 1024
 
+#: An entry name of a packed record is a store key: at most this many bytes (Linux PATH_MAX) ...
+MAX_NAME_BYTES = 4096
+#: ... at most this many '/'-separated components (a record's deepest key, a chunk of a rank-32
+#: array under a few groups, has about 40) ...
+MAX_NAME_DEPTH = 256
+#: ... and each component at most this many bytes (NAME_MAX: the file name it unpacks to).
+MAX_COMPONENT_BYTES = 255
+
 
 # -- names -----------------------------------------------------------------
 
@@ -79,6 +87,10 @@ def entry_name_problem(name: str) -> str | None:
     """
     if name == "":
         return "has an empty name"
+    if len(name) > MAX_NAME_BYTES or len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        return f"is longer than {MAX_NAME_BYTES} bytes"
+    if name.count("/") >= MAX_NAME_DEPTH + (1 if name.endswith("/") else 0):
+        return f"has more than {MAX_NAME_DEPTH} path components"
     if "\x00" in name:
         return "contains a NUL byte"
     if "\\" in name:
@@ -95,6 +107,8 @@ def entry_name_problem(name: str) -> str | None:
         return "has an empty path component"
     if "." in parts:
         return "has a '.' path component"
+    if any(len(p.encode("utf-8", "surrogatepass")) > MAX_COMPONENT_BYTES for p in parts):
+        return f"has a path component longer than {MAX_COMPONENT_BYTES} bytes"
     return None
 
 
@@ -105,6 +119,8 @@ def parent_keys(name: str) -> list[str]:
 
 
 def _entry_text(name: str) -> str:
+    if len(name) > 200:
+        return f"entry {name[:80]!r}... ({len(name)} characters)"
     return f"entry {name!r}"
 
 
@@ -337,17 +353,19 @@ def parse_central_directory(archive: str, data: bytes, count: int) -> list[ZipEn
 def _name_problems(entries: list[ZipEntry]) -> list[Problem]:
     out: list[Problem] = []
     seen: set[str] = set()
+    unsafe: set[str] = set()      # not walked for parents below (a name may be 64 KiB of '/')
     for e in entries:
         why = entry_name_problem(e.name)
         if why is not None:
             out.append(Problem(f"{_entry_text(e.name)}: name {why}", e.name))
+            unsafe.add(e.name)
         if e.name in seen:
             out.append(Problem(f"{_entry_text(e.name)}: duplicate entry name", e.name))
         seen.add(e.name)
         if e.is_directory:
             out.append(Problem(f"{_entry_text(e.name)}: directory entry (a packed record has none)",
                                e.name, fatal=False))
-    files = {e.name for e in entries if not e.is_directory}
+    files = {e.name for e in entries if not e.is_directory and e.name not in unsafe}
     for name in sorted(files):
         for parent in parent_keys(name):
             if parent in files:
@@ -507,11 +525,18 @@ class ZipStore(ReadableStore):
 
     # -- ReadableStore ---------------------------------------------------------
     def get(self, key: str) -> bytes | None:
+        """An entry's bytes, read whole and checked against the CRC-32 of its central record."""
         e = self._files.get(key)
         if e is None:
             return None
         self._readable(key)
-        return self._read(e, 0, e.size)
+        return self._checked(e, self._read(e, 0, e.size))
+
+    def _checked(self, e: ZipEntry, data: bytes) -> bytes:
+        if zlib.crc32(data) != e.crc32:
+            raise CorruptionError(f"{_entry_text(e.name)}: CRC-32 mismatch (the entry's bytes are not the bytes "
+                                  "that were packed)", path=self.root)
+        return data
 
     def get_range(self, key: str, offset: int, length: int) -> bytes | None:
         e = self._files.get(key)
@@ -522,7 +547,10 @@ class ZipStore(ReadableStore):
             offset = max(0, e.size + offset)
         offset = min(offset, e.size)
         length = max(0, min(length, e.size - offset))
-        return self._read(e, offset, length)
+        data = self._read(e, offset, length)
+        # a range that is the whole entry is checked like get(); a part of an entry cannot be (the
+        # CRC-32 covers the whole entry): the crc32c codec of shard indexes and chunks covers those
+        return self._checked(e, data) if offset == 0 and length == e.size else data
 
     def size(self, key: str) -> int | None:
         e = self._files.get(key)

@@ -14,6 +14,17 @@ import numpy as np
 
 from ..dtypes import DataType
 
+#: What one string chunk may decode to beyond its 4-byte header and 4-byte item lengths: a
+#: vlen-utf8 chunk has no fixed size, so a compressed one is bounded by this (a gzip / zstd
+#: bomb stops here instead of filling memory)
+MAX_STRING_CHUNK_BYTES = 256 << 20
+
+
+def bytes_bound(n: int) -> int:
+    """Most bytes a compressor (gzip, zstd) may emit for ``n`` input bytes, generously: stored
+    deflate blocks add 5 bytes per 64 KiB, raw zstd blocks 3 per 128 KiB, plus headers."""
+    return n + n // 256 + 4096
+
 
 @dataclass(frozen=True)
 class ChunkSpec:
@@ -23,6 +34,18 @@ class ChunkSpec:
     dtype: DataType
     fill_value: object
     where: str = ""          # array path / chunk key, for error messages
+    #: most bytes a bytes→bytes decode may produce for this chunk (the pipeline sets it from the
+    #: array metadata: what the chunk's shape and dtype can hold); None: :meth:`decode_limit`
+    limit: int | None = None
+
+    def decode_limit(self) -> int:
+        """:attr:`limit`, or, when unset, what a ``bytes`` (or vlen-utf8) encoding of the chunk holds."""
+        if self.limit is not None:
+            return self.limit
+        n = math.prod(self.shape)
+        if self.dtype.is_string:
+            return bytes_bound(4 + 4 * n + MAX_STRING_CHUNK_BYTES)
+        return bytes_bound(n * self.dtype.itemsize)
 
     @property
     def nbytes(self) -> int:
@@ -33,7 +56,7 @@ class ChunkSpec:
         return ChunkSpec(tuple(shape), self.dtype, self.fill_value, self.where)
 
     def at(self, where: str) -> "ChunkSpec":
-        return ChunkSpec(self.shape, self.dtype, self.fill_value, where)
+        return ChunkSpec(self.shape, self.dtype, self.fill_value, where, self.limit)
 
 
 class Codec:
@@ -61,6 +84,10 @@ class ArrayArrayCodec(Codec):
 
 
 class ArrayBytesCodec(Codec):
+    def max_encoded(self, spec: ChunkSpec) -> int:
+        """Most bytes this codec's encoding of a chunk of ``spec`` can take (what the metadata fixes)."""
+        return math.prod(spec.shape) * spec.dtype.itemsize
+
     def encode(self, arr: np.ndarray, spec: ChunkSpec) -> bytes:
         raise NotImplementedError
 
@@ -78,3 +105,8 @@ class BytesBytesCodec(Codec):
     def encoded_size(self, n: int) -> int | None:
         """Encoded length for ``n`` input bytes when it is fixed (crc32c), else None."""
         return None
+
+    def max_encoded(self, n: int) -> int:
+        """Most bytes the encoding of ``n`` input bytes can take."""
+        fixed = self.encoded_size(n)
+        return bytes_bound(n) if fixed is None else fixed

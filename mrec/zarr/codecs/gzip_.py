@@ -33,16 +33,21 @@ class GzipCodec(BytesBytesCodec):
         return header + body + trailer
 
     def decode(self, data, spec):
+        limit = spec.decode_limit()
         try:
-            d = zlib.decompressobj(wbits=47)
-            out = d.decompress(bytes(data))
-            # concatenated members
-            while d.unused_data:
-                rest = d.unused_data
+            out = bytearray()
+            rest = bytes(data)
+            while True:                 # one member, then any concatenated ones
                 d = zlib.decompressobj(wbits=47)
-                out += d.decompress(rest)
-            if not d.eof:
-                raise zlib.error("truncated stream")
-            return out
+                # never more than one byte past what the chunk can hold (max_length 0 means no bound)
+                out += d.decompress(rest, limit - len(out) + 1)
+                if len(out) > limit:
+                    raise CorruptionError(f"gzip stream decodes to more than the {limit} bytes this chunk "
+                                          "can hold (its shape and data type fix them)", path=spec.where)
+                if not d.eof:
+                    raise zlib.error("truncated stream")
+                rest = d.unused_data
+                if not rest:
+                    return bytes(out)
         except zlib.error as exc:
             raise CorruptionError(f"gzip stream does not decode: {exc}", path=spec.where) from None

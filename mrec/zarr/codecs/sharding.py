@@ -111,6 +111,11 @@ class ShardingCodec(ArrayBytesCodec):
         n = int(np.prod(grid, dtype=np.int64)) * 16
         return self.index_codecs.encoded_size(n)
 
+    def max_encoded(self, spec: ChunkSpec) -> int:
+        grid = self.grid(spec.shape, spec.where)
+        n = int(np.prod(grid, dtype=object))
+        return self.index_size(grid) + n * self.codecs.max_encoded(self.inner_spec(spec))
+
     def inner_spec(self, spec: ChunkSpec) -> ChunkSpec:
         return spec.with_shape(self.chunk_shape)
 

@@ -18,7 +18,11 @@ class TransposeCodec(ArrayArrayCodec):
     def from_config(cls, config, where):
         order = (config or {}).get("order")
         if order in ("C", "F"):
-            return cls(order)
+            # transpose v1.0, as accepted with ZEP 1: "The order configuration parameter no longer
+            # supports the constants "C" or "F" and must instead always be specified as an explicit
+            # permutation" (a Zarr V2 leftover)
+            raise MetadataError(f"transpose order {order!r} is a Zarr V2 memory order; Zarr V3 takes an explicit "
+                                "permutation (e.g. [1, 0])", path=where)
         if not isinstance(order, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in order) \
                 or sorted(order) != list(range(len(order))):
             raise MetadataError(f"transpose order {order!r} is not a permutation", path=where)

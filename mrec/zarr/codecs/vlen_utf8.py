@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import CorruptionError, MetadataError
-from .base import ArrayBytesCodec
+from .base import MAX_STRING_CHUNK_BYTES, ArrayBytesCodec
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,9 @@ class VlenUtf8Codec(ArrayBytesCodec):
 
     def to_json(self):
         return {"name": "vlen-utf8", "configuration": {}}
+
+    def max_encoded(self, spec):
+        return 4 + 4 * int(np.prod(spec.shape, dtype=object)) + MAX_STRING_CHUNK_BYTES
 
     def encode(self, arr, spec):
         flat = np.asarray(arr, dtype=object).ravel(order="C")
@@ -40,6 +43,10 @@ class VlenUtf8Codec(ArrayBytesCodec):
         (count,) = struct.unpack_from("<I", data, 0)
         if count != n:
             raise CorruptionError(f"vlen-utf8 chunk holds {count} items, expected {n}", path=spec.where)
+        if 4 + 4 * n > len(data):
+            # checked before anything of n items is allocated: each item takes at least its 4-byte length
+            raise CorruptionError(f"vlen-utf8 chunk of {len(data)} bytes cannot hold {n} items (each takes "
+                                  "at least 4 bytes)", path=spec.where)
         out = np.empty(n, dtype=object)
         pos = 4
         try:

@@ -58,28 +58,51 @@ class ZstdCodec(BytesBytesCodec):
     def decode(self, data, spec):
         if not len(data):
             raise CorruptionError("zstd chunk is empty (no frame)", path=spec.where)
+        limit = spec.decode_limit()
         dctx = _decompressor()
         try:
             size = zstandard.frame_content_size(data)
         except zstandard.ZstdError:
             size = -1
-        if 0 <= size <= 4 * spec.nbytes + (1 << 20):
-            # one frame stating a plausible size (what every writer emits): decoded in one call,
-            # which refuses trailing bytes; anything else takes the frame-by-frame path below
+        if size > limit:
+            raise CorruptionError(f"zstd frame declares {size} decoded bytes, more than the {limit} bytes this "
+                                  "chunk can hold (its shape and data type fix them)", path=spec.where)
+        if size >= 0:
+            # one frame stating its size (what every writer emits): decoded in one call, which
+            # refuses trailing bytes; anything else takes the bounded frame-by-frame path below
             try:
                 return dctx.decompress(data, allow_extra_data=False)
             except (zstandard.ZstdError, TypeError):      # TypeError: zstandard < 0.24
                 pass
         try:
-            out = bytearray()
-            view = memoryview(data)
-            while view:
-                obj = dctx.decompressobj()
-                out += obj.decompress(view)
-                if not obj.eof:
-                    raise zstandard.ZstdError("truncated frame")
-                used = len(view) - len(obj.unused_data)
-                view = view[used:]
-            return bytes(out)
+            return _bounded_frames(dctx, data, limit, spec.where)
         except zstandard.ZstdError as exc:
             raise CorruptionError(f"zstd frame does not decode: {exc}", path=spec.where) from None
+
+
+#: input fed to a streaming decode at a time: one zstd block of 3 bytes may decode to 128 KiB,
+#: so a piece decodes to at most ~45 MiB before the bound is checked again
+_PIECE = 1024
+
+
+def _bounded_frames(dctx, data, limit: int, where: str) -> bytes:
+    """Every frame of ``data`` decoded, refusing once the output passes ``limit`` bytes (a frame
+    that does not state its size, or several frames)."""
+    out = bytearray()
+    view = memoryview(data)
+    obj, started = dctx.decompressobj(), False
+    for pos in range(0, len(view), _PIECE):
+        pending = view[pos:pos + _PIECE]
+        while pending:
+            started = True
+            out += obj.decompress(pending)
+            if len(out) > limit:
+                raise CorruptionError(f"zstd frames decode to more than the {limit} bytes this chunk can hold "
+                                      "(its shape and data type fix them)", path=where)
+            if not obj.eof:
+                break
+            pending = obj.unused_data      # the next frame starts inside this piece
+            obj, started = dctx.decompressobj(), False
+    if started:
+        raise zstandard.ZstdError("truncated frame")
+    return bytes(out)

@@ -58,6 +58,7 @@ RULES: dict[str, str] = {
     "N-6.1": "observables: data array and meta group paired, required keys",
     "N-6.2": "metrics: catalog, dense series, WAL",
     "N-12": "shard indexes verify their crc32c (mrec repair rebuilds a torn one)",
+    "RT-1": "a chunk or shard never written reads as the fill value (reported for trajectory arrays)",
 }
 
 #: The rule a refusal kind belongs to (when the check itself does not say).
@@ -298,6 +299,27 @@ class _Checker:
         return reader
 
     # -- deep: every chunk ---------------------------------------------------------------
+    def check_missing_shards(self, arr: Array, rows: int | None) -> None:
+        """Warn of a trajectory shard within the logical length that is not in the store.
+
+        The reader reads it as the fill value, as the Zarr rule says for any chunk never written
+        (other writers skip chunks that are all fill), so it is not a violation; but mrec's writer
+        writes every shard it lands rows in, so in a store mrec wrote it is a lost file — which
+        the directory form cannot tell from one never written (docs/reliability.md)."""
+        m = arr.meta
+        if m.ndim == 0 or arr.sharding is None:
+            return
+        n = m.shape[0] if rows is None else min(rows, m.shape[0])
+        srows = m.chunk_shape[0]
+        for s in range(-(-n // srows) if srows else 0):
+            key = arr.chunk_key((s,) + (0,) * (m.ndim - 1))
+            if self.store.size(key) is None:
+                lo, hi = s * srows, min(n, (s + 1) * srows)
+                self.add("RT-1", arr.name, f"shard {self.where(key)} was never written: rows {lo}..{hi - 1} "
+                         f"read as the fill value {m.fill_value!r} (the Zarr rule). mrec writes every shard of "
+                         "a trajectory array, so in a store it wrote this file was lost", "missing_chunk",
+                         "warning")
+
     def logical_rows(self, sections: dict) -> dict[str, int]:
         """Array path -> rows within the logical length (trajectory arrays only)."""
         reader = sections.get("trajectory")
@@ -327,6 +349,8 @@ class _Checker:
                 self.progress(done, len(arrays))
             arr = Array(self.store, p, node)
             arr.appended = p.startswith("trajectory/")     # written by appending (torn-index rebuild applies)
+            if arr.appended:
+                self.check_missing_shards(arr, logical.get(p))
             try:
                 self.report.checked["chunks"] += _read_every_chunk(arr, logical.get(p))
             except MrecError as exc:

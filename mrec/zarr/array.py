@@ -106,7 +106,6 @@ class Array:
         self._last_read: tuple | None = None         # (shard key, inner row) of the last chunk fetched
         self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
         self._rebuild_reason: dict[str, str] = {}
-        self.require_shards = False      # a missing shard file is corruption, not fill (appended arrays)
         # written by an appender (chunks end to end at each shard's tail, the index rewritten in
         # place): a shard index that fails its crc32c or does not end where the file ends is then a
         # torn or dropped rewrite, rebuilt from the chunks that verify (shardscan).  Any other
@@ -618,10 +617,7 @@ class Array:
         sh = self.sharding
         index = self.shard_index(key)
         if index is None:
-            if self.require_shards:
-                raise CorruptionError("shard file is missing, though rows of the array's shape lie in it",
-                                      path=self.store.describe(key))
-            return None
+            return None       # a shard never written reads as the fill value (the Zarr V3 rule)
         m = self.meta
         shard_shape = m.chunk_shape
         ics = sh.chunk_shape

@@ -1,0 +1,126 @@
+"""The read path's trust rules (issues 13 and 17): a chunk never written reads as the fill value,
+a chunk whose bytes are lost or run past the end of its file is corruption, a shard index that
+fails its crc32c is never read through, byte ranges are bounded before any read, and the
+Zarr V3 forms other writers produce (0-d sharded arrays, array→array index codecs) are read.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+
+import numpy as np
+import pytest
+
+import mrec
+from mrec.errors import CorruptionError, RefusalError
+from mrec.record.trajectory_read import TrajectoryReader, load_layout, open_store
+from mrec.validate import validate
+from mrec.zarr.array import Array
+from mrec.zarr.store import DirectoryStore
+
+from test_corruption import snapshot  # noqa: E402  (spec_tests is on sys.path under pytest)
+
+
+# -- A / B: a chunk or shard never written reads as the fill value --------------------------------
+
+def _zero_store(root, nullable_null=True):
+    """One frame whose every trajectory array holds only fill values where it can: x all zeros,
+    a null ion (mask False, value 0), meta 0.0, time 0.0, a cell of zeros with origin 0."""
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=3)
+    s.declare_column("atoms", "x", "f64")
+    s.declare_block("ions")
+    s.declare_column("ions", "q", "f64", nullable=True)
+    s.declare_meta("pe", "f64")
+    with mrec.TrajectoryWriter.create(root, s) as w:
+        w.append({"blocks": {"atoms": {"x": np.zeros(3)}, "ions": {"q": np.zeros(1)}},
+                  "masks": {"ions": {"q": np.array([False])}},
+                  "box": mrec.Box(np.eye(3), np.zeros(3), np.ones(3, bool), True),
+                  "meta": {"pe": 0.0}}, step=0, time=0.0)
+        w.append({"blocks": {"atoms": {"x": np.zeros(3)}, "ions": {"q": np.zeros(2)}},
+                  "masks": {"ions": {"q": np.array([False, False])}},
+                  "meta": {"pe": 0.0}}, step=7, time=1.0)
+        w.append({"blocks": {"atoms": {"x": np.zeros(3)}},
+                  "box": mrec.Box(np.eye(3) * 2, np.ones(3), np.ones(3, bool), True),
+                  "meta": {"pe": 0.0}}, step=8, time=5.0)
+
+
+def _shard_keys(root):
+    out = []
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            rel = os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
+            if "/c/" in rel and rel.startswith("trajectory/"):
+                out.append(rel)
+    return sorted(out)
+
+
+def _array_of(rel):
+    return rel.split("/c/")[0]
+
+
+def test_the_issue_example_a_deleted_x_shard_reads_as_zeros(tmp_path):
+    root = tmp_path / "z.mrec"
+    _zero_store(root)
+    want = snapshot(str(root))
+    os.unlink(root / "trajectory" / "atoms" / "x" / "c" / "0")
+    r = TrajectoryReader(root)
+    assert r[0].blocks["atoms"]["x"].tobytes() == np.zeros(3).tobytes()
+    assert snapshot(str(root)) == want
+
+
+@pytest.mark.parametrize("form", ["dir", "zip"])
+def test_every_trajectory_array_kind_missing_its_shard_reads_fill(tmp_path, form):
+    """For every shard of every trajectory array kind (columns, masks, step, time, meta, offset,
+    step_index, the box arrays): without its shard the array reads as its fill value, the
+    reader opens without a CorruptionError, and validate --deep agrees with the reader."""
+    src = tmp_path / "src.mrec"
+    _zero_store(src)
+    keys = _shard_keys(src)
+    kinds = {_array_of(k).split("/", 1)[1] for k in keys}
+    assert {"atoms/x", "ions/q", "ions/_validity/q", "ions/offset", "ions/step_index", "step",
+            "time", "meta/pe", "box/vectors", "box/origin", "box/step_index"} <= kinds, kinds
+    for n, rel in enumerate(keys):
+        d = tmp_path / f"d{n}.mrec"
+        shutil.copytree(src, d)
+        os.unlink(d / rel)
+        path = mrec.pack(d) if form == "zip" else d
+        store = open_store(path)
+        node = Array.open(store, _array_of(rel))
+        got = node.read()
+        assert got.tobytes() == np.full(got.shape, node.meta.fill_value, dtype=got.dtype).tobytes(), rel
+        try:
+            r = TrajectoryReader(path)
+            frames = [r[i] for i in range(len(r))]
+        except CorruptionError as exc:                  # never: a missing chunk is not corruption
+            raise AssertionError(f"{rel}: {exc}") from None
+        except RefusalError as exc:                     # content rules may refuse what fill makes
+            frames = exc
+        rep = validate(path, deep=True)
+        if isinstance(frames, RefusalError):
+            assert not rep.ok and any(v.kind == frames.kind for v in rep.violations), (rel, rep.violations)
+        else:
+            assert rep.ok, (rel, [str(v) for v in rep.violations])
+            # and validate says where the fill came from
+            assert any("never written" in w.message and rel.split("/c/")[0] in w.path for w in rep.warnings), \
+                (rel, [str(w) for w in rep.warnings])
+
+
+def test_missing_step_shard_reader_and_validate_agree(tmp_path):
+    """Issue 17.3: the reader refused a store with its trajectory/step shard gone while validate
+    --deep said ok. Both now read the step shard as fill (the Zarr rule) and agree."""
+    root = tmp_path / "s.mrec"
+    s = mrec.SequenceSchema()
+    s.declare_meta("pe", "f64")
+    with mrec.TrajectoryWriter.create(root, s) as w:
+        for i, step in enumerate((0, 3, 4)):
+            w.append(mrec.Frame(meta={"pe": float(i)}), step=step)
+    assert (root / "trajectory" / "step" / "c" / "0").exists()
+    os.unlink(root / "trajectory" / "step" / "c" / "0")
+    r = TrajectoryReader(root)
+    assert r.steps.tolist() == [0, 0, 0] and [r[i].meta["pe"] for i in range(3)] == [0.0, 1.0, 2.0]
+    rep = validate(root, deep=True)
+    assert rep.ok and rep.checked["frames"] == 3
+    assert [w.path for w in rep.warnings if "never written" in w.message] == [str(root / "trajectory" / "step")]

@@ -61,10 +61,40 @@ class ShardIndex:
         return out
 
     def data_end(self) -> int:
-        used = self.offsets != EMPTY
+        """End of the furthest byte an entry names (Python ints: never wraps around 2^64)."""
+        used = (self.offsets != EMPTY) | (self.nbytes != EMPTY)
         if not used.any():
             return 0
-        return int((self.offsets[used] + self.nbytes[used]).max())
+        return max(int(o) + int(n) for o, n in zip(self.offsets[used].tolist(), self.nbytes[used].tolist()))
+
+    def half_empty(self):
+        """Coordinates of entries with exactly one of offset / nbytes 2^64-1 (neither empty nor a
+        range: never written by any writer, and never left by a torn sector, which holds whole entries)."""
+        bad = (self.offsets == EMPTY) != (self.nbytes == EMPTY)
+        return [tuple(int(i) for i in c) for c in np.argwhere(bad)]
+
+    def check_bounds(self, size: int, where: str, *, past_end: bool = True) -> None:
+        """Refuse, naming the entry, an index with a half-empty entry or (``past_end``) an entry
+        naming bytes past ``size`` (the shard file's length): checked before any range is read,
+        so nothing is read or allocated from an untrusted offset or length."""
+        half = self.half_empty()
+        if half:
+            c = half[0]
+            raise CorruptionError(f"shard index entry {list(c)} is half-empty (offset {int(self.offsets[c])}, "
+                                  f"nbytes {int(self.nbytes[c])}): an entry is a byte range or both 2^64-1; "
+                                  "the index cannot be trusted", path=where)
+        if not past_end:
+            return
+        used = self.offsets != EMPTY
+        if not used.any():
+            return
+        # offset + nbytes > size, without wrapping: nbytes > size, or offset > size - nbytes
+        over = used & ((self.nbytes > np.uint64(size)) | (self.offsets > np.uint64(size) - np.minimum(self.nbytes, np.uint64(size))))
+        if over.any():
+            c = tuple(int(i) for i in np.argwhere(over)[0])
+            off, n = int(self.offsets[c]), int(self.nbytes[c])
+            raise CorruptionError(f"shard index entry {list(c)} names bytes {off}..{off + n}, past the end of "
+                                  f"the {size}-byte shard file: the index cannot be trusted", path=where)
 
 
 @dataclass(frozen=True)
@@ -170,6 +200,7 @@ class ShardingCodec(ArrayBytesCodec):
     def decode(self, data, spec):
         grid = self.grid(spec.shape, spec.where)
         index, _ = self.read_index(data, grid, spec.where)
+        index.check_bounds(len(data), spec.where)
         out = np.full(spec.shape, spec.fill_value, dtype=spec.dtype.numpy)
         inner = self.inner_spec(spec)
         for coord in np.ndindex(*grid):

@@ -94,7 +94,7 @@ class ShardIndex:
             c = tuple(int(i) for i in np.argwhere(over)[0])
             off, n = int(self.offsets[c]), int(self.nbytes[c])
             raise CorruptionError(f"shard index entry {list(c)} names bytes {off}..{off + n}, past the end of "
-                                  f"the {size}-byte shard file: the index cannot be trusted", path=where)
+                                  f"the {size}-byte shard file (a truncated shard or a damaged index)", path=where)
 
 
 @dataclass(frozen=True)

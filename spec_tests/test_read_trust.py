@@ -208,3 +208,74 @@ def test_directory_store_range_reads_never_allocate_from_the_length(tmp_path):
     assert st.get_range("k", 4, 2**40) == b"456789"
     assert st.get_range("k", 2**64 - 1, 2**64 - 1) == b""
     assert st.get_range("k", -3, 2**62) == b"789"
+
+
+# -- E: 0-d sharded arrays (chunk_shape [] with sharding_indexed) ---------------------------------
+
+def _ts_zero_d(path, value, location):
+    import tensorstore as ts
+    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}, "create": True,
+                 "metadata": {"shape": [], "data_type": "float64",
+                              "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": []}},
+                              "codecs": [{"name": "sharding_indexed", "configuration": {
+                                  "chunk_shape": [], "codecs": [BYTES, CRC], "index_codecs": [BYTES, CRC],
+                                  "index_location": location}}]}}).result()
+    t.write(np.float64(value)).result()
+
+
+@pytest.mark.parametrize("location", ["start", "end"])
+def test_zero_d_sharded_array_written_by_tensorstore_reads(tmp_path, location):
+    _ts_zero_d(tmp_path / "a", -2.75, location)
+    a = Array.open(_DS(tmp_path), "a")
+    got = a.read()
+    assert got.shape == () and got.tobytes() == np.float64(-2.75).tobytes()
+    assert a[()].tobytes() == np.float64(-2.75).tobytes()
+
+
+@pytest.mark.parametrize("location", ["start", "end"])
+def test_zero_d_sharded_array_written_by_mrec_reads_in_the_oracles(tmp_path, location):
+    import tensorstore as ts
+    import zarr
+    st = _DS(tmp_path)
+    codecs = [{"name": "sharding_indexed", "configuration": {
+        "chunk_shape": [], "codecs": [BYTES, CRC], "index_codecs": [BYTES, CRC], "index_location": location}}]
+    meta = ArrayMetadata.create((), DATA_TYPES["float64"], (), CodecPipeline.from_json(codecs, "a"))
+    Array.create(st, "a", meta).write(np.float64(6.5))
+    assert Array.open(st, "a").read().tobytes() == np.float64(6.5).tobytes()
+    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a")}}).result()
+    assert t.read().result().tobytes() == np.float64(6.5).tobytes()
+    assert zarr.open_array(str(tmp_path / "a"), mode="r")[...].tobytes() == np.float64(6.5).tobytes()
+
+
+# -- G: index_codecs with an array→array codec of fixed size ------------------------------------
+
+def test_transposed_index_codecs_written_by_zarr_python_read(tmp_path):
+    import zarr
+    from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, TransposeCodec
+    data = np.arange(48, dtype=np.int64).reshape(8, 6) * 7 - 5
+    for loc in ("start", "end"):
+        z = zarr.create_array(zarr.storage.LocalStore(str(tmp_path / loc)), name="x", shape=(8, 6),
+                              chunks=(8, 6), dtype="int64", compressors=None,
+                              serializer=ShardingCodec(chunk_shape=(4, 3), codecs=[BytesCodec(), Crc32cCodec()],
+                                                       index_codecs=[TransposeCodec(order=(2, 0, 1)), BytesCodec(),
+                                                                     Crc32cCodec()], index_location=loc))
+        z[:] = data
+        doc = json.loads((tmp_path / loc / "x" / "zarr.json").read_text())
+        assert doc["codecs"][0]["configuration"]["index_codecs"][0]["name"] == "transpose"
+        a = Array.open(_DS(tmp_path / loc), "x")
+        assert a.read().tobytes() == data.tobytes()
+        assert a.read(slice(5, 7)).tobytes() == data[5:7].tobytes()
+
+
+def test_transposed_index_codecs_written_by_mrec_read_in_zarr_python(tmp_path):
+    import zarr
+    st = _DS(tmp_path)
+    codecs = [{"name": "sharding_indexed", "configuration": {
+        "chunk_shape": [2, 3], "codecs": [BYTES, CRC],
+        "index_codecs": [{"name": "transpose", "configuration": {"order": [2, 1, 0]}}, BYTES, CRC],
+        "index_location": "end"}}]
+    data = np.arange(24, dtype=np.int64).reshape(4, 6)
+    meta = ArrayMetadata.create((4, 6), DATA_TYPES["int64"], (4, 6), CodecPipeline.from_json(codecs, "a"))
+    Array.create(st, "a", meta).write(data)
+    assert zarr.open_array(str(tmp_path / "a"), mode="r")[...].tobytes() == data.tobytes()
+    assert Array.open(st, "a").read().tobytes() == data.tobytes()

@@ -68,7 +68,7 @@ def raw_entries(sharding, raw: bytes, grid) -> ShardIndex:
     """The entries of an index region without checking its crc32c (they may be torn)."""
     endian = "<" if sharding.index_codecs.array_bytes.endian != "big" else ">"
     arr = np.frombuffer(raw[:-4], dtype=f"{endian}u8").reshape(*grid, 2).astype(np.uint64)
-    return ShardIndex(np.ascontiguousarray(arr[..., 0]), np.ascontiguousarray(arr[..., 1]))
+    return ShardIndex(np.array(arr[..., 0], order="C"), np.array(arr[..., 1], order="C"))
 
 
 def _decode(sharding, spec: ChunkSpec, data: bytes) -> bytes | None:

@@ -115,7 +115,7 @@ class ShardingCodec(ArrayBytesCodec):
         if loc not in ("start", "end"):
             raise MetadataError(f"sharding index_location {loc!r} is not 'start' or 'end'", path=where)
         if index.encoded_size(16) is None:
-            raise MetadataError("sharding index_codecs must have a fixed size (bytes, crc32c)", path=where)
+            raise MetadataError("sharding index_codecs must have a fixed size (optional transpose, bytes, crc32c)", path=where)
         return cls(chunk_shape, inner, index, loc)
 
     def to_json(self):
@@ -158,7 +158,8 @@ class ShardingCodec(ArrayBytesCodec):
         except CorruptionError:
             raise
         arr = np.asarray(arr, dtype=np.uint64)
-        return ShardIndex(np.ascontiguousarray(arr[..., 0]), np.ascontiguousarray(arr[..., 1]))
+        # np.array, not np.ascontiguousarray: that makes the 0-d index of a 0-d shard 1-d
+        return ShardIndex(np.array(arr[..., 0], order="C"), np.array(arr[..., 1], order="C"))
 
     def read_index(self, shard: bytes, grid, where) -> tuple[ShardIndex, int]:
         """Index of a whole shard, and the size of the index region."""

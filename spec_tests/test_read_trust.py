@@ -279,3 +279,69 @@ def test_transposed_index_codecs_written_by_mrec_read_in_zarr_python(tmp_path):
     Array.create(st, "a", meta).write(data)
     assert zarr.open_array(str(tmp_path / "a"), mode="r")[...].tobytes() == data.tobytes()
     assert Array.open(st, "a").read().tobytes() == data.tobytes()
+
+
+# -- D: a shard index that fails its crc32c is never trusted ------------------------------------
+
+def _multi_chunk_store(root, frames=20):
+    """A column of 400-atom f64 frames: 5 frames an inner chunk, several inner chunks a shard."""
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=400)
+    s.declare_column("atoms", "x", "f64")
+    rng = np.random.default_rng(4)
+    data = [rng.normal(size=400) for _ in range(frames)]
+    with mrec.TrajectoryWriter.create(root, s, compression=None) as w:
+        for x in data:
+            w.append({"blocks": {"atoms": {"x": x}}})
+    return data
+
+
+def _entries(raw, n):
+    return [struct.unpack_from("<QQ", raw, 16 * c) for c in range(n)]
+
+
+def _put_entries(path, ents):
+    raw = bytearray(path.read_bytes())
+    for c, (o, n) in enumerate(ents):
+        struct.pack_into("<QQ", raw, 16 * c, o, n)
+    path.write_bytes(bytes(raw))               # the index's crc32c is left as it was: it now fails
+
+
+@pytest.mark.parametrize("how", ["swap01", "swap12", "dup0to1", "dup1to0", "rotate"])
+def test_crc_failing_index_with_swapped_entries_is_never_read_wrong(tmp_path, how):
+    from mrec.repair import repair
+    root = tmp_path / "t.mrec"
+    data = _multi_chunk_store(root)
+    shard = root / "trajectory" / "atoms" / "x" / "c" / "0"
+    a = Array.open(_DS(root), "trajectory/atoms/x")
+    assert a.sharding.chunk_shape[0] * 3 < len(data) * 400      # at least 4 inner chunks
+    ents = _entries(shard.read_bytes(), 4)
+    e = list(ents)
+    if how == "swap01":
+        e[0], e[1] = ents[1], ents[0]
+    elif how == "swap12":
+        e[1], e[2] = ents[2], ents[1]
+    elif how == "dup0to1":
+        e[1] = ents[0]
+    elif how == "dup1to0":
+        e[0] = ents[1]
+    else:
+        e[0], e[1], e[2] = ents[1], ents[2], ents[0]
+    _put_entries(shard, e)
+    r = TrajectoryReader(root)
+    for i in range(len(data)):
+        try:
+            got = r[i].blocks["atoms"]["x"]
+        except CorruptionError as exc:
+            assert "trajectory/atoms/x/c/0" in str(exc) and "mrec repair" in str(exc), str(exc)
+            continue
+        assert got.tobytes() == data[i].tobytes(), (how, i)      # never another chunk's rows
+    rep = repair(root)
+    r = TrajectoryReader(root)
+    if rep.ok:
+        assert [r[i].blocks["atoms"]["x"].tobytes() for i in range(len(data))] == [x.tobytes() for x in data]
+    else:
+        assert "trajectory/atoms/x/c/0" in rep.unrecoverable[0][0]
+        with pytest.raises(CorruptionError):
+            for i in range(len(data)):
+                r[i]

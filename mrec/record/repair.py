@@ -164,7 +164,11 @@ def repair_store(store, *, dry_run: bool = False) -> RepairReport:
             isize = sh.index_size(grid)
             entries = shardscan.raw_entries(sh, data[:isize], grid) if len(data) >= isize else None
             spec = ChunkSpec(sh.chunk_shape, arr.meta.data_type, arr.meta.fill_value, store.describe(key))
-            index, _ = shardscan.rebuild(sh, grid, spec, data, entries)
+            try:
+                index, _ = shardscan.rebuild(sh, grid, spec, data, entries)
+            except shardscan.Contradiction as exc:
+                report.unrecoverable.append((store.describe(key), f"{why}; {exc.detail}"))
+                continue
             tail = (len(grid) - 1) * (0,)
             lost = [c for c in range(needed) if index.is_empty((c,) + tail)]
             for c, *_ in sorted(getattr(index, "degraded", {})):

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from crc32c import crc32c
 
-from ..errors import MrecError
+from ..errors import CorruptionError, MrecError
 from .codecs.base import ChunkSpec
 from .codecs.bytes_ import BytesCodec
 from .codecs.vlen_utf8 import VlenUtf8Codec
@@ -159,6 +159,11 @@ def rebuild(sharding, grid, spec: ChunkSpec, data: bytes, entries: ShardIndex | 
         for c in range(n):
             off, nb = int(entries.offsets[c].ravel()[0]), int(entries.nbytes[c].ravel()[0])
             if off != int(EMPTY) and nb != int(EMPTY) and off < len(data):
+                if (off, nb) in anchors:
+                    # an appender gives every copy one coordinate for good, so no mix of an old and
+                    # a new index names one copy twice: these entries were not torn, they were changed
+                    raise Contradiction(f"shard index entries {[anchors[(off, nb)]]} and {[c]} both name bytes "
+                                        f"{off}..{off + nb}", spec.where)
                 hints.append(nb)
                 anchors[(off, nb)] = c
     blobs = scan(sharding, spec, data, isize, hints)
@@ -176,8 +181,22 @@ def rebuild(sharding, grid, spec: ChunkSpec, data: bytes, entries: ShardIndex | 
             seen.update((x.offset, x.nbytes) for x in more)
     latest: dict[int, Blob] = {}
     cur = -1
+    prev_end = isize
     for b in blobs:
         coord = anchors.get((b.offset, b.nbytes))
+        contiguous, prev_end = b.offset == prev_end, b.offset + b.nbytes
+        if coord is not None and contiguous and coord > cur + 1:
+            # chunks land in coordinate order, one after the other: an entry naming, for the copy
+            # right after the previous one, a coordinate past the next is no torn rewrite
+            raise Contradiction(f"shard index entry {[coord]} names bytes {b.offset}..{b.offset + b.nbytes}, "
+                                f"which follow the chunk of coordinate {[cur]} in the file: chunks are "
+                                "appended in coordinate order", spec.where)
+        if coord is not None and coord <= cur and coord in latest and latest[coord].first_row != b.first_row:
+            # a later copy of an earlier coordinate is a re-encoded partial chunk: it begins with the
+            # rows of the copy before it
+            raise Contradiction(f"shard index entry {[coord]} names bytes {b.offset}..{b.offset + b.nbytes}, "
+                                f"a later copy that does not begin with the rows of the copy of "
+                                f"coordinate {[coord]} before it", spec.where)
         if coord is None:
             coord = next((c for c in range(min(cur, n - 1), -1, -1)
                           if c in latest and latest[c].first_row == b.first_row), None)
@@ -202,6 +221,17 @@ def rebuild(sharding, grid, spec: ChunkSpec, data: bytes, entries: ShardIndex | 
         if c in latest and off >= latest[c].offset + latest[c].nbytes:    # a newer copy lands after it
             degraded[(c, *tail)] = _trust(sharding, spec, data, (latest[c].offset, latest[c].nbytes), (off, nb))
     return _Rebuilt(index.offsets, index.nbytes, degraded), blobs
+
+
+class Contradiction(CorruptionError):
+    """A crc-failing shard index whose entries contradict the order the chunks were appended in:
+    entries swapped, duplicated or changed, not a torn rewrite.  Never rebuilt from."""
+
+    def __init__(self, why: str, where: str):
+        super().__init__(f"its shard index fails its crc32c and its entries contradict the file ({why}): "
+                         "not a torn rewrite, the entries were changed, so the index cannot be rebuilt "
+                         "from them; `mrec repair` refuses it too (restore the file from a copy)",
+                         path=where or None)
 
 
 ALL = -1        # trusted_rows: every row of the older copy

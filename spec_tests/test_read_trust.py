@@ -345,3 +345,98 @@ def test_crc_failing_index_with_swapped_entries_is_never_read_wrong(tmp_path, ho
         with pytest.raises(CorruptionError):
             for i in range(len(data)):
                 r[i]
+
+
+# -- C: a chunk whose bytes run past the end of its file is corruption, never fill ----------------
+
+def _twelve(root, compression=None, zero_tail=False):
+    """12 values of a meta key, flushed at 6 and 12: the chunk's copy A holds rows 0..5, its
+    newest copy B rows 0..11 (B lies last in the file)."""
+    s = mrec.SequenceSchema()
+    s.declare_meta("e", "f64")
+    vals = [0.0 if zero_tail and i >= 6 else float(i + 1) for i in range(12)]
+    with mrec.TrajectoryWriter.create(root, s, compression=compression) as w:
+        for i, v in enumerate(vals):
+            w.append(mrec.Frame(meta={"e": v}))
+            if i == 5:
+                w.flush()
+        w.flush()
+    key = "trajectory/meta/e/c/0"
+    a = Array.open(_DS(root), "trajectory/meta/e", appended=True)
+    index = a.shard_index(key)
+    return vals, key, int(index.offsets[0]), int(index.nbytes[0])
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_shard_cut_inside_the_newest_copy_of_a_committed_chunk_is_corruption(tmp_path, compression):
+    """Issue 17.1: a shard cut inside the chunk copy holding committed rows: every cut position
+    inside it is a CorruptionError for the rows only it holds (reader and validate --deep), and
+    `mrec repair` leaves the shard unrecoverable and untouched, never an index reading fill."""
+    from mrec.repair import repair
+    src = tmp_path / "src.mrec"
+    vals, key, off, nb = _twelve(src, compression)
+    cuts = sorted({off + 1, off + 3, off + nb // 2, off + nb - 5, off + nb - 1} | {off + k * (nb // 9) for k in range(1, 9)})
+    for cut in cuts:
+        root = tmp_path / f"c{cut}.mrec"
+        shutil.copytree(src, root)
+        os.truncate(root / key, cut)
+        r = TrajectoryReader(root)
+        assert [r[i].meta["e"] for i in range(6)] == vals[:6]       # held by the copy before
+        with pytest.raises(CorruptionError, match="meta/e/c/0"):
+            r[11]
+        rep = validate(root, deep=True)
+        assert not rep.ok and any(v.rule == "N-4e" and "meta/e" in v.path for v in rep.violations), cut
+        before = (root / key).read_bytes()
+        rep = repair(root)
+        assert not rep.ok and rep.unrecoverable[0][0].endswith(key), cut
+        assert (root / key).read_bytes() == before
+        with pytest.raises(CorruptionError):
+            TrajectoryReader(root)[11]
+
+
+def test_power_loss_before_the_newest_copy_still_reads_the_committed_rows(tmp_path):
+    """The newest copy wholly past the end of the file and the commit marker at 6: the state a
+    power loss leaves when the second flush's index rewrite landed and its chunk did not. The six
+    committed rows read exactly, validate agrees, repair rewrites the index."""
+    import mrec.repair
+    root = tmp_path / "t.mrec"
+    s = mrec.SequenceSchema()
+    s.declare_meta("e", "f64")
+    with mrec.TrajectoryWriter.create(root, s) as w:
+        for i in range(6):
+            w.append(mrec.Frame(meta={"e": float(i + 1)}))
+        w.flush()
+        traj = (root / "trajectory" / "zarr.json").read_bytes()
+        arr = (root / "trajectory" / "meta" / "e" / "zarr.json").read_bytes()
+        for i in range(6, 12):
+            w.append(mrec.Frame(meta={"e": float(i + 1)}))
+        w.flush()
+    key = "trajectory/meta/e/c/0"
+    a = Array.open(_DS(root), "trajectory/meta/e", appended=True)
+    os.truncate(root / key, int(a.shard_index(key).offsets[0]))
+    (root / "trajectory" / "zarr.json").write_bytes(traj)
+    (root / "trajectory" / "meta" / "e" / "zarr.json").write_bytes(arr)
+    r = TrajectoryReader(root)
+    assert len(r) == 6 and [r[i].meta["e"] for i in range(6)] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    rep = validate(root, deep=True)
+    assert [v.rule for v in rep.violations] == ["N-12"] and not [w for w in rep.warnings if w.rule == "RT-6"]
+    rep = mrec.repair.repair(root)
+    assert rep.ok and len(rep.repaired) == 1
+    r = TrajectoryReader(root)
+    assert [r[i].meta["e"] for i in range(6)] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert validate(root, deep=True).ok
+
+
+def test_shard_cut_exactly_at_the_newest_copy_is_the_power_loss_state_and_validate_says_so(tmp_path):
+    """A file cut exactly where the newest copy begins leaves the bytes of the power-loss state
+    above; with the commit marker at 12 the rows only that copy held are gone. The reader follows
+    the crash model (the copy before it holds every committed row: docs/reliability.md), so rows
+    6..11 read as that copy's values; validate --deep warns (RT-6) that they may have been lost."""
+    root = tmp_path / "t.mrec"
+    vals, key, off, nb = _twelve(root)
+    os.truncate(root / key, off)
+    r = TrajectoryReader(root)
+    assert [r[i].meta["e"] for i in range(6)] == vals[:6]
+    rep = validate(root, deep=True)
+    stand = [w for w in rep.warnings if w.rule == "RT-6"]
+    assert len(stand) == 1 and key in stand[0].path and "rows 0..11" in stand[0].message, [str(w) for w in rep.warnings]

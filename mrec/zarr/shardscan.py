@@ -155,9 +155,14 @@ def rebuild(sharding, grid, spec: ChunkSpec, data: bytes, entries: ShardIndex | 
     n = grid[0]
     hints = []
     anchors: dict[tuple[int, int], int] = {}
+    beyond: dict[tuple[int, int], int] = {}       # entries naming copies wholly past the end of the file
     if entries is not None:
         for c in range(n):
             off, nb = int(entries.offsets[c].ravel()[0]), int(entries.nbytes[c].ravel()[0])
+            if off < isize or nb < 4 or off == int(EMPTY) or nb == int(EMPTY):
+                continue          # names no chunk (an unwritten sector of the index reads as zeros)
+            if off >= len(data):
+                beyond[(off, nb)] = c
             if off != int(EMPTY) and nb != int(EMPTY) and off < len(data):
                 if (off, nb) in anchors:
                     # an appender gives every copy one coordinate for good, so no mix of an old and
@@ -212,7 +217,7 @@ def rebuild(sharding, grid, spec: ChunkSpec, data: bytes, entries: ShardIndex | 
         index.nbytes[c] = b.nbytes
     verified = {(b.offset, b.nbytes) for b in blobs}
     named: dict[int, tuple[int, int]] = {}
-    for (off, nb), c in anchors.items():
+    for (off, nb), c in (*anchors.items(), *beyond.items()):
         if (off, nb) not in verified and off > named.get(c, (-1, 0))[0]:
             named[c] = (off, nb)
     tail = (0,) * (len(grid) - 1)
@@ -235,21 +240,29 @@ class Contradiction(CorruptionError):
 
 
 ALL = -1        # trusted_rows: every row of the older copy
+PAST_END = -2   # as ALL: the newer copy lies wholly past the end of the file
 
 
 def _trust(sharding, spec, data: bytes, old_at: tuple[int, int], new_at: tuple[int, int]) -> int | None:
     """How many leading rows of the older copy agree with the newer copy that failed.
 
-    ``ALL`` when the newer copy never reached the disk (past the end of the file, or
-    zeros: a power loss before its sectors were written — the commit that needed it was
-    then not durable either).  For an uncompressed pipeline (bytes + crc32c) the bytes of
+    ``ALL`` when the newer copy never reached the disk (zeros: a power loss before its
+    sectors were written — the commit that needed it was then not durable either);
+    ``PAST_END`` (trusted as ``ALL``) when it lies wholly past the end of the file (a lost
+    extending write, or a file cut exactly there: the two look alike).  For an uncompressed pipeline (bytes + crc32c) the bytes of
     both copies are compared, ignoring the newer copy's part of any 512-byte sector that is
     all zero (never written): the rows before the first real difference (a tear or a flipped bit)
     are trusted.  None when the copies cannot be compared (then only :func:`holds_rows`).
     """
     (o_off, o_nb), (n_off, n_nb) = old_at, new_at
     newer = data[n_off:n_off + n_nb]
-    if not newer or not any(newer):
+    if not newer:
+        # wholly past the end of the file: a power loss before the copy's extending write, and then
+        # the commit that needed it did not survive either (a surviving zarr.json carries the chunks
+        # written before it), so the older copy holds every committed row.  A file cut exactly there
+        # looks the same (docs/reliability.md): PAST_END lets validate --deep say so
+        return PAST_END
+    if not any(newer):
         return ALL
     # the sector holding the newer copy's crc32c never written (its part of it all zero: a
     # crc of 0 has odds 2^-32), or, behind a compressor, its part of any sector (32 bytes or more) all zero
@@ -293,7 +306,7 @@ def trusted(index, coord, chunk, need: int, fill) -> bool:
     how = getattr(index, "degraded", {}).get(tuple(coord), ALL)
     if how is None:
         return holds_rows(chunk, need, fill)
-    return how == ALL or need <= how
+    return how in (ALL, PAST_END) or need <= how
 
 
 @dataclass(frozen=True)

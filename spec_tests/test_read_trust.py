@@ -477,3 +477,22 @@ def test_any_rewiring_of_a_crc_failing_index_never_reads_wrong_rows(four_chunk_s
                 assert got.tobytes() == data[i].tobytes(), (pick, stage, i)
             if stage == "read":
                 repair(root)
+
+
+@pytest.mark.parametrize("location", ["start", "end"])
+def test_crc_failing_index_of_a_plain_array_is_refused_even_when_its_entries_name_valid_chunks(tmp_path, location):
+    """Outside trajectory/ (written whole, not appended) an index failing its crc32c is refused
+    naming the shard, also when its swapped entries name chunks that verify (read through
+    before: rows 4..7 then 0..3, no error)."""
+    st_ = _DS(tmp_path)
+    a = _sharded_array(st_, "x", location)
+    p = tmp_path / "x" / "c" / "0"
+    raw = bytearray(p.read_bytes())
+    base = 0 if location == "start" else len(raw) - (2 * 16 + 4)
+    e0, e1 = raw[base:base + 16], raw[base + 16:base + 32]
+    raw[base:base + 16], raw[base + 16:base + 32] = e1, e0                 # crc32c left as it was
+    p.write_bytes(bytes(raw))
+    with pytest.raises(CorruptionError, match="crc32c") as info:
+        Array.open(st_, "x").read()
+    assert str(p) in str(info.value) and "mrec repair" in str(info.value)
+    assert a is not None

@@ -65,7 +65,10 @@ class ShardIndex:
         used = (self.offsets != EMPTY) | (self.nbytes != EMPTY)
         if not used.any():
             return 0
-        return max(int(o) + int(n) for o, n in zip(self.offsets[used].tolist(), self.nbytes[used].tolist()))
+        offs, sizes = self.offsets[used], self.nbytes[used]
+        if int(offs.max()) < 2**63 and int(sizes.max()) < 2**63:       # the sum fits: numpy
+            return int((offs + sizes).max())
+        return max(int(o) + int(n) for o, n in zip(offs.tolist(), sizes.tolist()))
 
     def half_empty(self):
         """Coordinates of entries with exactly one of offset / nbytes 2^64-1 (neither empty nor a

@@ -421,7 +421,7 @@ def test_power_loss_before_the_newest_copy_still_reads_the_committed_rows(tmp_pa
     rep = validate(root, deep=True)
     assert [v.rule for v in rep.violations] == ["N-12"] and not [w for w in rep.warnings if w.rule == "RT-6"]
     rep = mrec.repair.repair(root)
-    assert rep.ok and len(rep.repaired) == 1
+    assert rep.ok and len(rep.repaired) == 1 and rep.stand_ins == []
     r = TrajectoryReader(root)
     assert [r[i].meta["e"] for i in range(6)] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     assert validate(root, deep=True).ok
@@ -440,6 +440,9 @@ def test_shard_cut_exactly_at_the_newest_copy_is_the_power_loss_state_and_valida
     rep = validate(root, deep=True)
     stand = [w for w in rep.warnings if w.rule == "RT-6"]
     assert len(stand) == 1 and key in stand[0].path and "rows 0..11" in stand[0].message, [str(w) for w in rep.warnings]
+    from mrec.repair import repair
+    rep = repair(root, dry_run=True)
+    assert rep.ok and [k for k, _ in rep.stand_ins] == [str(root / key)] and "rows 0..11" in rep.summary()
 
 
 from hypothesis import given, settings  # noqa: E402

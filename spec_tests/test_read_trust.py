@@ -278,6 +278,9 @@ def test_transposed_index_codecs_written_by_mrec_read_in_zarr_python(tmp_path):
     meta = ArrayMetadata.create((4, 6), DATA_TYPES["int64"], (4, 6), CodecPipeline.from_json(codecs, "a"))
     Array.create(st, "a", meta).write(data)
     assert zarr.open_array(str(tmp_path / "a"), mode="r")[...].tobytes() == data.tobytes()
+    import tensorstore as ts
+    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a")}}).result()
+    assert t.read().result().tobytes() == data.tobytes()
     assert Array.open(st, "a").read().tobytes() == data.tobytes()
 
 

@@ -59,6 +59,8 @@ RULES: dict[str, str] = {
     "N-6.2": "metrics: catalog, dense series, WAL",
     "N-12": "shard indexes verify their crc32c (mrec repair rebuilds a torn one)",
     "N-4g": "every group directory holding nodes has its own zarr.json (deep)",
+    "RT-1": "a chunk or shard never written reads as the fill value (reported for trajectory arrays)",
+    "RT-6": "a chunk whose bytes run past the end of its shard file is corruption, never fill",
 }
 
 #: The rule a refusal kind belongs to (when the check itself does not say).
@@ -333,6 +335,56 @@ class _Checker:
                      "reported, never refused)", "unresolved_name", "warning")
 
     # -- deep: every chunk ---------------------------------------------------------------
+    def check_stand_ins(self, arr: Array, rows: int | None) -> None:
+        """Warn where an older copy stands in for a newest copy lying wholly past the end of its
+        shard file and the last row read from it is the fill value: a power loss before the newest
+        copy was written (the rows are as committed) and a file cut exactly there (the rows were
+        lost and read as fill) leave the same bytes (docs/reliability.md)."""
+        from .zarr import shardscan
+        m = arr.meta
+        sh = arr.sharding
+        n = m.shape[0] if rows is None else min(rows, m.shape[0])
+        for s in range(-(-n // m.chunk_shape[0])):
+            key = arr.chunk_key((s,) + (0,) * (m.ndim - 1))
+            if key not in arr.unverified_indexes:
+                continue
+            index = arr._index_cache.get(key)
+            for coord, how in sorted(getattr(index, "degraded", {}).items()):
+                if how != shardscan.PAST_END:
+                    continue
+                lo = s * m.chunk_shape[0] + coord[0] * sh.chunk_shape[0]
+                hi = min(n, lo + sh.chunk_shape[0])
+                if hi <= lo:
+                    continue
+                vals = self.attempt(arr.read, slice(lo, hi), where=arr.name)
+                if vals is not None and not shardscan.holds_rows(vals, hi - lo, m.fill_value):
+                    self.add("RT-6", self.where(key), f"the newest copy of inner chunk {list(coord)} lies past the "
+                             f"end of the file; rows {lo}..{hi - 1} are read from the copy before it, whose last "
+                             "of them is the fill value: a power loss before the newest copy was written (the "
+                             "rows are as committed) or a file cut there (the rows were lost and read as fill)",
+                             "stand_in", "warning")
+
+    def check_missing_shards(self, arr: Array, rows: int | None) -> None:
+        """Warn of a trajectory shard within the logical length that is not in the store.
+
+        The reader reads it as the fill value, as the Zarr rule says for any chunk never written
+        (other writers skip chunks that are all fill), so it is not a violation; but mrec's writer
+        writes every shard it lands rows in, so in a store mrec wrote it is a lost file — which
+        the directory form cannot tell from one never written (docs/reliability.md)."""
+        m = arr.meta
+        if m.ndim == 0 or arr.sharding is None:
+            return
+        n = m.shape[0] if rows is None else min(rows, m.shape[0])
+        srows = m.chunk_shape[0]
+        for s in range(-(-n // srows) if srows else 0):
+            key = arr.chunk_key((s,) + (0,) * (m.ndim - 1))
+            if self.store.size(key) is None:
+                lo, hi = s * srows, min(n, (s + 1) * srows)
+                self.add("RT-1", arr.name, f"shard {self.where(key)} was never written: rows {lo}..{hi - 1} "
+                         f"read as the fill value {m.fill_value!r} (the Zarr rule). mrec writes every shard of "
+                         "a trajectory array, so in a store it wrote this file was lost", "missing_chunk",
+                         "warning")
+
     def logical_rows(self, sections: dict) -> dict[str, int]:
         """Array path -> rows within the logical length (trajectory arrays only)."""
         reader = sections.get("trajectory")
@@ -362,14 +414,20 @@ class _Checker:
                 self.progress(done, len(arrays))
             arr = Array(self.store, p, node)
             arr.appended = p.startswith("trajectory/")     # written by appending (torn-index rebuild applies)
+            if arr.appended:
+                self.check_missing_shards(arr, logical.get(p))
             try:
                 self.report.checked["chunks"] += _read_every_chunk(arr, logical.get(p))
             except MrecError as exc:
                 self.error(exc, "N-4e", arr.name)
                 continue
+            if arr.appended:
+                self.check_stand_ins(arr, logical.get(p))
             for key in sorted(arr.unverified_indexes):
-                self.add("N-12", self.where(key), "the shard index fails its crc32c (a torn in-place rewrite); "
-                         "its entries were verified through the chunks' own crc32c: run `mrec repair`",
+                self.add("N-12", self.where(key), "the shard index fails its crc32c or does not end where the "
+                         "file ends (a torn or dropped in-place rewrite); it was rebuilt in memory from the "
+                         "chunks in the order they were appended, each verified by its own crc32c: run "
+                         "`mrec repair`",
                          "corrupt")
         if self.progress is not None:
             self.progress(len(arrays), len(arrays))

@@ -574,8 +574,9 @@ def test_crc_mismatch_on_shard_index(tmp_path, location):
 
 @pytest.mark.parametrize("location", ["start", "end"])
 def test_torn_shard_index_reads_through_inner_crcs(tmp_path, location):
-    """Inner chunks closed by crc32c: an index whose own crc fails (a torn in-place rewrite) is read
-    through, each inner chunk verified by its crc; a wrong entry still fails, naming the shard."""
+    """Inner chunks closed by crc32c: an index whose own crc fails is never read through (its
+    entries could name other chunks that verify: issue 13.4), it is refused naming the shard.
+    An appended array (index at the start) rebuilds it from the chunks in append order."""
     st = DirectoryStore(tmp_path)
     a = make_array(st, "x", (8,), (8,), "int64", sharded((4,), [BYTES, CRC], location))
     a.write(np.arange(8))
@@ -583,20 +584,12 @@ def test_torn_shard_index_reads_through_inner_crcs(tmp_path, location):
     isize = 2 * 16 + 4
     crc_at = isize - 4 if location == "start" else os.path.getsize(p) - 4
     _corrupt_byte(p, crc_at)                                          # entries intact, index crc wrong
-    b = Array.open(st, "x")
-    assert same(b.read(), np.arange(8))
-    assert b.unverified_indexes == {"x/c/0"}
-    _corrupt_byte(p, crc_at)
-    entry1 = 16 if location == "start" else os.path.getsize(p) - isize + 16
-    raw = bytearray(open(p, "rb").read())
-    raw[entry1:entry1 + 8] = struct.pack("<Q", struct.unpack_from("<Q", raw, entry1)[0] - 8)   # offset of chunk 1 wrong
-    open(p, "wb").write(bytes(raw))
+    with pytest.raises(CorruptionError, match=r"shard index.*crc32c mismatch.*mrec repair") as info:
+        Array.open(st, "x").read()
+    assert str(p) in str(info.value)
     if location == "start":      # an appended array: the index is rebuilt from the chunks that verify
         c = Array.open(st, "x", appended=True)
         assert same(c.read(), np.arange(8)) and c.unverified_indexes == {"x/c/0"}
-    with pytest.raises(CorruptionError, match=r"crc32c mismatch") as info:
-        Array.open(st, "x").read()
-    assert str(p) in str(info.value) and "inner chunk [1]" in str(info.value)
 
 
 def test_unreferenced_shard_bytes_are_not_a_torn_index(tmp_path):
@@ -645,7 +638,7 @@ def test_index_entry_beyond_shard(tmp_path):
     index = ShardIndex.empty((2,))
     index.offsets[0], index.nbytes[0] = 0, 999
     raw = b"\0" * 32 + sh.encode_index(index)
-    with pytest.raises(CorruptionError, match="beyond"):
+    with pytest.raises(CorruptionError, match="entry \\[0\\] names bytes 0..999, past the end"):
         pipeline(sharded((4,), [BYTES], "end")).decode(raw, ChunkSpec((8,), DATA_TYPES["int64"], 0, "shard/c/0"))
 
 

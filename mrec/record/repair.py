@@ -51,6 +51,9 @@ class RepairReport:
     shards_checked: int = 0
     repaired: list[ShardRepair] = field(default_factory=list)
     unrecoverable: list[tuple[str, str]] = field(default_factory=list)
+    #: (shard, what): an older chunk copy stands in for a newest copy wholly past the end of the file
+    #: and its last needed row is the fill value — a power loss and a cut file look alike there
+    stand_ins: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -65,6 +68,8 @@ class RepairReport:
             lines.append(f"  {verb} {r.key}: {r.reason} -> {r.chunks} inner chunks, {r.cleared} stale entries cleared{tail}")
         for key, why in self.unrecoverable:
             lines.append(f"  unrecoverable {key}: {why}")
+        for key, what in self.stand_ins:
+            lines.append(f"  note {key}: {what}")
         return "\n".join(lines)
 
 
@@ -164,16 +169,28 @@ def repair_store(store, *, dry_run: bool = False) -> RepairReport:
             isize = sh.index_size(grid)
             entries = shardscan.raw_entries(sh, data[:isize], grid) if len(data) >= isize else None
             spec = ChunkSpec(sh.chunk_shape, arr.meta.data_type, arr.meta.fill_value, store.describe(key))
-            index, _ = shardscan.rebuild(sh, grid, spec, data, entries)
+            try:
+                index, _ = shardscan.rebuild(sh, grid, spec, data, entries)
+            except shardscan.Contradiction as exc:
+                report.unrecoverable.append((store.describe(key), f"{why}; {exc.detail}"))
+                continue
             tail = (len(grid) - 1) * (0,)
             lost = [c for c in range(needed) if index.is_empty((c,) + tail)]
             for c, *_ in sorted(getattr(index, "degraded", {})):
                 if c < needed and c not in lost:          # an older copy: does it hold the logical rows?
                     off, nb = int(index.offsets[(c,) + tail]), int(index.nbytes[(c,) + tail])
                     chunk = np.asarray(sh.codecs.decode(data[off:off + nb], spec))
-                    if not shardscan.trusted(index, (c,) + tail, chunk, min(rows_here - c * inner, inner),
-                                             arr.meta.fill_value):
+                    need = min(rows_here - c * inner, inner)
+                    if not shardscan.trusted(index, (c,) + tail, chunk, need, arr.meta.fill_value):
                         lost.append(c)
+                    elif index.degraded[(c,) + tail] == shardscan.PAST_END \
+                            and not shardscan.holds_rows(chunk, need, arr.meta.fill_value):
+                        lo = s * shard_rows + c * inner
+                        report.stand_ins.append((store.describe(key), (
+                            f"inner chunk {[c]}: its newest copy lies past the end of the file; rows "
+                            f"{lo}..{lo + need - 1} are taken from the copy before it, and the last of them is "
+                            "the fill value. Right after a power loss they are as committed; if the file was "
+                            "cut instead, they were lost")))
             if lost:
                 report.unrecoverable.append((store.describe(key), f"{why}; no copy of inner chunks {lost} verifies"))
                 continue

@@ -87,7 +87,9 @@ def _array(store, path, *, lost_if_populated: bool = False) -> Array | None:
         raise refuse("broken_index", "expected an array, found a group", store.describe(path))
     arr = Array(store, path, node)
     sh = arr.sharding
-    arr.require_shards = arr.appended = sh is not None and sh.index_location == "start"   # written by appending: no shard skipped
+    # written by appending (a torn or dropped index rewrite is rebuilt).  A shard that is not there
+    # reads as the fill value, as for any Zarr array (docs/reliability.md, "Missing chunks")
+    arr.appended = sh is not None and sh.index_location == "start"
     return arr
 
 

@@ -19,8 +19,6 @@ import numpy as np
 from ..errors import CorruptionError, MetadataError, RefusalError, StoreError
 from .codecs.base import ChunkSpec
 from . import shardscan
-from .codecs.bytes_ import BytesCodec
-from .codecs.crc32c_ import Crc32cCodec
 from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
 from .parallel import encode_all
@@ -106,7 +104,6 @@ class Array:
         self._last_read: tuple | None = None         # (shard key, inner row) of the last chunk fetched
         self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
         self._rebuild_reason: dict[str, str] = {}
-        self.require_shards = False      # a missing shard file is corruption, not fill (appended arrays)
         # written by an appender (chunks end to end at each shard's tail, the index rewritten in
         # place): a shard index that fails its crc32c or does not end where the file ends is then a
         # torn or dropped rewrite, rebuilt from the chunks that verify (shardscan).  Any other
@@ -405,17 +402,22 @@ class Array:
         try:
             index = sh.decode_index(raw, grid, where)
             torn = False
-        except CorruptionError:
+        except CorruptionError as exc:
             if not (self.appended and shardscan.rebuildable(sh, grid)):
-                index = self._index_without_crc(raw, grid)
-                if index is None:
-                    raise
-                self.unverified_indexes.add(key)
-                self._index_cache[key] = index
-                return index
+                # never read through an index that fails its own crc32c: its entries may name
+                # other chunks (swapped, duplicated) that verify, and the rows would be wrong
+                raise CorruptionError(f"{exc.detail}; the shard index is not trusted, so the shard is not "
+                                      "read (`mrec repair` rebuilds the index of a trajectory shard from "
+                                      "the order its chunks were appended in)", path=exc.path or where) from None
             index, torn = None, True
-        if self.appended and shardscan.rebuildable(sh, grid):
-            size = self.store.size(key)
+        rebuildable = self.appended and shardscan.rebuildable(sh, grid)
+        # byte ranges are bounded before any read.  The size is taken after the index: a concurrent
+        # appender writes chunks before the index naming them, so it covers every entry
+        size = self.store.size(key) or 0
+        if index is not None:
+            # entries past the end of an appended shard are a rewrite newer than its chunks: rebuilt below
+            index.check_bounds(size, where, past_end=not rebuildable)
+        if rebuildable:
             # an index that does not end where the file ends is older than the chunks after it
             # (a dropped or torn in-place rewrite) or points past the end: rebuild it in memory
             if torn or max(index.data_end(), isize) != size:
@@ -464,22 +466,6 @@ class Array:
         if not shardscan.trusted(index, coord, chunk, need, self.meta.fill_value):
             raise exc
         return chunk
-
-    def _index_without_crc(self, raw: bytes, grid) -> ShardIndex | None:
-        """The entries of an index whose own crc32c fails, when every inner chunk carries one.
-
-        For layouts :mod:`shardscan` does not rebuild (index at the end, several inner
-        chunks across a trailing axis): each entry is read as it is and every inner chunk
-        read through it is verified by its own crc32c (a wrong entry fails there).
-        """
-        sh = self.sharding
-        ix = sh.index_codecs
-        inner = sh.codecs
-        if not (isinstance(ix.array_bytes, BytesCodec) and not ix.array_array
-                and [type(c) for c in ix.bytes_bytes] == [Crc32cCodec]
-                and inner.bytes_bytes and isinstance(inner.bytes_bytes[-1], Crc32cCodec)):
-            return None
-        return shardscan.raw_entries(sh, raw, grid)
 
     def drop_cache(self) -> None:
         self._index_cache.clear()
@@ -596,11 +582,17 @@ class Array:
                 got = 0 if raw is None else len(raw)
                 raise CorruptionError(f"truncated shard: inner chunk {list(coord)} needs bytes "
                                       f"{off}..{off + n}, got {got}", path=where)
-            if dest is None:
-                chunk = sh.codecs.decode(raw, inner_spec.at(label))
-            else:                          # decoded in place when the codecs allow: never cached
-                chunk = sh.codecs.decode_into(raw, inner_spec.at(label), dest)
-                keep = keep and chunk is not dest
+            try:
+                if dest is None:
+                    chunk = sh.codecs.decode(raw, inner_spec.at(label))
+                else:                          # decoded in place when the codecs allow: never cached
+                    chunk = sh.codecs.decode_into(raw, inner_spec.at(label), dest)
+                    keep = keep and chunk is not dest
+            except CorruptionError as exc:
+                # the entry is as suspect as the bytes: say which range it named
+                raise CorruptionError(f"{exc.detail}; its shard index entry {list(coord)} names bytes "
+                                      f"{off}..{off + n} (offset {off}, {n} bytes): the entry or the bytes "
+                                      "it names are damaged", path=exc.path or where) from None
             if not shardscan.trusted(index, coord, chunk, b, m.fill_value):
                 why = self._rebuild_reason.get(key, "its shard index failed verification")
                 raise CorruptionError(f"{why}; the newest copy of inner chunk {list(coord)} does "
@@ -618,10 +610,7 @@ class Array:
         sh = self.sharding
         index = self.shard_index(key)
         if index is None:
-            if self.require_shards:
-                raise CorruptionError("shard file is missing, though rows of the array's shape lie in it",
-                                      path=self.store.describe(key))
-            return None
+            return None       # a shard never written reads as the fill value (the Zarr V3 rule)
         m = self.meta
         shard_shape = m.chunk_shape
         ics = sh.chunk_shape

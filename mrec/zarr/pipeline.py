@@ -232,8 +232,10 @@ class CodecPipeline:
         return arr
 
     def encoded_size(self, nbytes: int) -> int | None:
-        """Fixed encoded size for an all-fixed pipeline (shard index), else None."""
-        if self.array_array or not isinstance(self.array_bytes, BytesCodec):
+        """Fixed encoded size for an all-fixed pipeline (shard index), else None.  An array→array
+        codec that only moves elements (transpose) keeps the size fixed."""
+        if not all(isinstance(c, TransposeCodec) for c in self.array_array) \
+                or not isinstance(self.array_bytes, BytesCodec):
             return None
         n: int | None = nbytes
         for c in self.bytes_bytes:

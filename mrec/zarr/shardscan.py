@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from crc32c import crc32c
 
-from ..errors import MrecError
+from ..errors import CorruptionError, MrecError
 from .codecs.base import ChunkSpec
 from .codecs.bytes_ import BytesCodec
 from .codecs.vlen_utf8 import VlenUtf8Codec
@@ -68,7 +68,7 @@ def raw_entries(sharding, raw: bytes, grid) -> ShardIndex:
     """The entries of an index region without checking its crc32c (they may be torn)."""
     endian = "<" if sharding.index_codecs.array_bytes.endian != "big" else ">"
     arr = np.frombuffer(raw[:-4], dtype=f"{endian}u8").reshape(*grid, 2).astype(np.uint64)
-    return ShardIndex(np.ascontiguousarray(arr[..., 0]), np.ascontiguousarray(arr[..., 1]))
+    return ShardIndex(np.array(arr[..., 0], order="C"), np.array(arr[..., 1], order="C"))
 
 
 def _decode(sharding, spec: ChunkSpec, data: bytes) -> bytes | None:
@@ -155,10 +155,20 @@ def rebuild(sharding, grid, spec: ChunkSpec, data: bytes, entries: ShardIndex | 
     n = grid[0]
     hints = []
     anchors: dict[tuple[int, int], int] = {}
+    beyond: dict[tuple[int, int], int] = {}       # entries naming copies wholly past the end of the file
     if entries is not None:
         for c in range(n):
             off, nb = int(entries.offsets[c].ravel()[0]), int(entries.nbytes[c].ravel()[0])
+            if off < isize or nb < 4 or off == int(EMPTY) or nb == int(EMPTY):
+                continue          # names no chunk (an unwritten sector of the index reads as zeros)
+            if off >= len(data):
+                beyond[(off, nb)] = c
             if off != int(EMPTY) and nb != int(EMPTY) and off < len(data):
+                if (off, nb) in anchors:
+                    # an appender gives every copy one coordinate for good, so no mix of an old and
+                    # a new index names one copy twice: these entries were not torn, they were changed
+                    raise Contradiction(f"shard index entries {[anchors[(off, nb)]]} and {[c]} both name bytes "
+                                        f"{off}..{off + nb}", spec.where)
                 hints.append(nb)
                 anchors[(off, nb)] = c
     blobs = scan(sharding, spec, data, isize, hints)
@@ -176,8 +186,22 @@ def rebuild(sharding, grid, spec: ChunkSpec, data: bytes, entries: ShardIndex | 
             seen.update((x.offset, x.nbytes) for x in more)
     latest: dict[int, Blob] = {}
     cur = -1
+    prev_end = isize
     for b in blobs:
         coord = anchors.get((b.offset, b.nbytes))
+        contiguous, prev_end = b.offset == prev_end, b.offset + b.nbytes
+        if coord is not None and contiguous and coord > cur + 1:
+            # chunks land in coordinate order, one after the other: an entry naming, for the copy
+            # right after the previous one, a coordinate past the next is no torn rewrite
+            raise Contradiction(f"shard index entry {[coord]} names bytes {b.offset}..{b.offset + b.nbytes}, "
+                                f"which follow the chunk of coordinate {[cur]} in the file: chunks are "
+                                "appended in coordinate order", spec.where)
+        if coord is not None and coord <= cur and coord in latest and latest[coord].first_row != b.first_row:
+            # a later copy of an earlier coordinate is a re-encoded partial chunk: it begins with the
+            # rows of the copy before it
+            raise Contradiction(f"shard index entry {[coord]} names bytes {b.offset}..{b.offset + b.nbytes}, "
+                                f"a later copy that does not begin with the rows of the copy of "
+                                f"coordinate {[coord]} before it", spec.where)
         if coord is None:
             coord = next((c for c in range(min(cur, n - 1), -1, -1)
                           if c in latest and latest[c].first_row == b.first_row), None)
@@ -193,7 +217,7 @@ def rebuild(sharding, grid, spec: ChunkSpec, data: bytes, entries: ShardIndex | 
         index.nbytes[c] = b.nbytes
     verified = {(b.offset, b.nbytes) for b in blobs}
     named: dict[int, tuple[int, int]] = {}
-    for (off, nb), c in anchors.items():
+    for (off, nb), c in (*anchors.items(), *beyond.items()):
         if (off, nb) not in verified and off > named.get(c, (-1, 0))[0]:
             named[c] = (off, nb)
     tail = (0,) * (len(grid) - 1)
@@ -204,22 +228,41 @@ def rebuild(sharding, grid, spec: ChunkSpec, data: bytes, entries: ShardIndex | 
     return _Rebuilt(index.offsets, index.nbytes, degraded), blobs
 
 
+class Contradiction(CorruptionError):
+    """A crc-failing shard index whose entries contradict the order the chunks were appended in:
+    entries swapped, duplicated or changed, not a torn rewrite.  Never rebuilt from."""
+
+    def __init__(self, why: str, where: str):
+        super().__init__(f"its shard index fails its crc32c and its entries contradict the file ({why}): "
+                         "not a torn rewrite, the entries were changed, so the index cannot be rebuilt "
+                         "from them; `mrec repair` refuses it too (restore the file from a copy)",
+                         path=where or None)
+
+
 ALL = -1        # trusted_rows: every row of the older copy
+PAST_END = -2   # as ALL: the newer copy lies wholly past the end of the file
 
 
 def _trust(sharding, spec, data: bytes, old_at: tuple[int, int], new_at: tuple[int, int]) -> int | None:
     """How many leading rows of the older copy agree with the newer copy that failed.
 
-    ``ALL`` when the newer copy never reached the disk (past the end of the file, or
-    zeros: a power loss before its sectors were written — the commit that needed it was
-    then not durable either).  For an uncompressed pipeline (bytes + crc32c) the bytes of
+    ``ALL`` when the newer copy never reached the disk (zeros: a power loss before its
+    sectors were written — the commit that needed it was then not durable either);
+    ``PAST_END`` (trusted as ``ALL``) when it lies wholly past the end of the file (a lost
+    extending write, or a file cut exactly there: the two look alike).  For an uncompressed pipeline (bytes + crc32c) the bytes of
     both copies are compared, ignoring the newer copy's part of any 512-byte sector that is
     all zero (never written): the rows before the first real difference (a tear or a flipped bit)
     are trusted.  None when the copies cannot be compared (then only :func:`holds_rows`).
     """
     (o_off, o_nb), (n_off, n_nb) = old_at, new_at
     newer = data[n_off:n_off + n_nb]
-    if not newer or not any(newer):
+    if not newer:
+        # wholly past the end of the file: a power loss before the copy's extending write, and then
+        # the commit that needed it did not survive either (a surviving zarr.json carries the chunks
+        # written before it), so the older copy holds every committed row.  A file cut exactly there
+        # looks the same (docs/reliability.md): PAST_END lets validate --deep say so
+        return PAST_END
+    if not any(newer):
         return ALL
     # the sector holding the newer copy's crc32c never written (its part of it all zero: a
     # crc of 0 has odds 2^-32), or, behind a compressor, its part of any sector (32 bytes or more) all zero
@@ -263,7 +306,7 @@ def trusted(index, coord, chunk, need: int, fill) -> bool:
     how = getattr(index, "degraded", {}).get(tuple(coord), ALL)
     if how is None:
         return holds_rows(chunk, need, fill)
-    return how == ALL or need <= how
+    return how in (ALL, PAST_END) or need <= how
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,10 @@ from ..fs import DEFAULT_FS, FileSystem
 from ..fs.posix import TEMP_MARK
 
 
+#: a range read ending below this offset goes straight to pread; any other is clamped to the file first
+_TRUSTED_RANGE_END = 64 << 20
+
+
 def _check_key(key: str, root: str | None = None) -> None:
     if key.startswith("/") or "\\" in key or "\x00" in key or any(p in ("", ".", "..") for p in key.split("/")):
         raise StoreError(f"invalid store key {key!r} (a key is relative and '/'-separated, with no '.', '..' "
@@ -99,9 +103,12 @@ class DirectoryStore(ReadableStore):
     def get_range(self, key, offset, length):
         p = self.path(key)
         try:
-            if offset < 0:
+            if offset < 0 or offset + length > _TRUSTED_RANGE_END:
+                # bounded by the file's size before any read: an offset or length from an untrusted
+                # index never reaches pread (which allocates ``length`` bytes first)
                 size = self.fs.size(p)
-                offset = max(0, size + offset)
+                offset = max(0, size + offset) if offset < 0 else min(offset, size)
+                length = max(0, min(length, size - offset))
             return self.fs.read_range(p, offset, length)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None

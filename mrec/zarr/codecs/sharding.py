@@ -61,10 +61,43 @@ class ShardIndex:
         return out
 
     def data_end(self) -> int:
-        used = self.offsets != EMPTY
+        """End of the furthest byte an entry names (Python ints: never wraps around 2^64)."""
+        used = (self.offsets != EMPTY) | (self.nbytes != EMPTY)
         if not used.any():
             return 0
-        return int((self.offsets[used] + self.nbytes[used]).max())
+        offs, sizes = self.offsets[used], self.nbytes[used]
+        if int(offs.max()) < 2**63 and int(sizes.max()) < 2**63:       # the sum fits: numpy
+            return int((offs + sizes).max())
+        return max(int(o) + int(n) for o, n in zip(offs.tolist(), sizes.tolist()))
+
+    def half_empty(self):
+        """Coordinates of entries with exactly one of offset / nbytes 2^64-1 (neither empty nor a
+        range: never written by any writer, and never left by a torn sector, which holds whole entries)."""
+        bad = (self.offsets == EMPTY) != (self.nbytes == EMPTY)
+        return [tuple(int(i) for i in c) for c in np.argwhere(bad)]
+
+    def check_bounds(self, size: int, where: str, *, past_end: bool = True) -> None:
+        """Refuse, naming the entry, an index with a half-empty entry or (``past_end``) an entry
+        naming bytes past ``size`` (the shard file's length): checked before any range is read,
+        so nothing is read or allocated from an untrusted offset or length."""
+        half = self.half_empty()
+        if half:
+            c = half[0]
+            raise CorruptionError(f"shard index entry {list(c)} is half-empty (offset {int(self.offsets[c])}, "
+                                  f"nbytes {int(self.nbytes[c])}): an entry is a byte range or both 2^64-1; "
+                                  "the index cannot be trusted", path=where)
+        if not past_end:
+            return
+        used = self.offsets != EMPTY
+        if not used.any():
+            return
+        # offset + nbytes > size, without wrapping: nbytes > size, or offset > size - nbytes
+        over = used & ((self.nbytes > np.uint64(size)) | (self.offsets > np.uint64(size) - np.minimum(self.nbytes, np.uint64(size))))
+        if over.any():
+            c = tuple(int(i) for i in np.argwhere(over)[0])
+            off, n = int(self.offsets[c]), int(self.nbytes[c])
+            raise CorruptionError(f"shard index entry {list(c)} names bytes {off}..{off + n}, past the end of "
+                                  f"the {size}-byte shard file (a truncated shard or a damaged index)", path=where)
 
 
 @dataclass(frozen=True)
@@ -85,7 +118,7 @@ class ShardingCodec(ArrayBytesCodec):
         if loc not in ("start", "end"):
             raise MetadataError(f"sharding index_location {loc!r} is not 'start' or 'end'", path=where)
         if index.encoded_size(16) is None:
-            raise MetadataError("sharding index_codecs must have a fixed size (bytes, crc32c)", path=where)
+            raise MetadataError("sharding index_codecs must have a fixed size (optional transpose, bytes, crc32c)", path=where)
         return cls(chunk_shape, inner, index, loc)
 
     def to_json(self):
@@ -133,7 +166,8 @@ class ShardingCodec(ArrayBytesCodec):
         except CorruptionError:
             raise
         arr = np.asarray(arr, dtype=np.uint64)
-        return ShardIndex(np.ascontiguousarray(arr[..., 0]), np.ascontiguousarray(arr[..., 1]))
+        # np.array, not np.ascontiguousarray: that makes the 0-d index of a 0-d shard 1-d
+        return ShardIndex(np.array(arr[..., 0], order="C"), np.array(arr[..., 1], order="C"))
 
     def read_index(self, shard: bytes, grid, where) -> tuple[ShardIndex, int]:
         """Index of a whole shard, and the size of the index region."""
@@ -175,6 +209,7 @@ class ShardingCodec(ArrayBytesCodec):
     def decode(self, data, spec):
         grid = self.grid(spec.shape, spec.where)
         index, _ = self.read_index(data, grid, spec.where)
+        index.check_bounds(len(data), spec.where)
         out = np.full(spec.shape, spec.fill_value, dtype=spec.dtype.numpy)
         inner = self.inner_spec(spec)
         for coord in np.ndindex(*grid):

@@ -196,6 +196,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true")
     from .repair import add_repair_command
     add_repair_command(sub)
+    from .repack import add_repack_command
+    add_repack_command(sub)
     p = sub.add_parser("fixtures", help="write the golden fixture catalogue (valid and invalid stores + sidecars)")
     p.add_argument("out", nargs="?", default="fixtures-out")
     p = sub.add_parser("pack", help="<stem>.mrec/ -> <stem>.mrec.zip")
@@ -218,6 +220,8 @@ def main(argv=None) -> int:
         if args.cmd == "validate":
             return _validate(args.path, args.deep, args.json)
         if args.cmd == "repair":
+            return args.func(args)
+        if args.cmd == "repack":
             return args.func(args)
         if args.cmd == "fixtures":
             from .fixtures import make_fixtures, summary

@@ -165,6 +165,10 @@ def _check_lock(fs: FileSystem, root: str) -> bool:
 def plan_pack(path: str | os.PathLike, *, fs: FileSystem | None = None, out: str | os.PathLike | None = None,
               overwrite: bool = False) -> PackPlan:
     """Check every refusal of :func:`pack` and return the plan; modifies nothing."""
+    from .fs.remote import is_url, refuse_remote_write
+    for p, what in ((path, "pack from"), (out, "pack into")):
+        if is_url(p):
+            raise refuse_remote_write(p, what)
     fs = fs if fs is not None else DEFAULT_FS
     root = os.fspath(path).rstrip("/") or os.fspath(path)
     _check_record_dir(fs, root)
@@ -295,6 +299,10 @@ def unpack(zip_path: str | os.PathLike, *, out: str | os.PathLike | None = None,
     a half-unpacked directory under the final name.  ``keep=False`` removes
     the archive afterwards.
     """
+    from .fs.remote import is_url, refuse_remote_write
+    for p, what in ((out, "unpack into"), (zip_path, "unpack in place at")):
+        if is_url(p):
+            raise refuse_remote_write(p, what)
     fs = fs if fs is not None else DEFAULT_FS
     archive = os.fspath(zip_path)
     target = _unpack_target(archive, out)

@@ -300,24 +300,9 @@ class _Checker:
     # -- deep: every chunk ---------------------------------------------------------------
     def logical_rows(self, sections: dict) -> dict[str, int]:
         """Array path -> rows within the logical length (trajectory arrays only)."""
+        from .record.trajectory_read import logical_lengths
         reader = sections.get("trajectory")
-        if reader is None:
-            return {}
-        lay = reader.layout
-        out: dict[str, int] = {"trajectory/step": lay.nstep, "trajectory/time": lay.nstep}
-        for key in lay.meta:
-            out[f"trajectory/meta/{key}"] = lay.nstep
-        for name, bl in lay.blocks.items():
-            rows = bl.total_rows
-            for c in bl.columns:
-                out[f"trajectory/{name}/{c}"] = rows
-            for c in bl.masks:
-                out[f"trajectory/{name}/_validity/{c}"] = rows
-            out[f"trajectory/{name}/offset"] = bl.n_updates + 1 if bl.n_updates else 0
-            out[f"trajectory/{name}/step_index"] = bl.n_updates
-        for a in ("vectors", "origin", "boundary", "step_index"):
-            out[f"trajectory/box/{a}"] = lay.box.n_updates
-        return out
+        return {} if reader is None else logical_lengths(reader.layout)
 
     def check_chunks(self, nodes: dict, sections: dict) -> None:
         logical = self.logical_rows(sections)

@@ -1,0 +1,366 @@
+"""A read-only :class:`~mrec.fs.base.FileSystem` over a URL (``s3://``, ``http(s)://``, anything fsspec knows).
+
+The chapter's scope (chunking-and-packing.md, "What the protocol guarantees"):
+live append needs a POSIX-like store; "an object store (S3, GCS) has none of
+these, so it holds closed records — written elsewhere, then uploaded, or
+packed into *.mrec.zip — and is read, never appended to."  So this file
+system reads and refuses every write.  It is not a second engine: the
+:class:`~mrec.zarr.store.DirectoryStore` (an uploaded ``*.mrec/`` tree) and
+the :class:`~mrec.zarr.zipstore.ZipStore` (a ``*.mrec.zip``) run over it
+unchanged, as they run over :class:`~mrec.fs.posix.PosixFileSystem`.
+
+Requests.  Every byte comes from one ranged GET (fsspec ``cat_file`` with
+``start``/``end``), counted in :attr:`RemoteFileSystem.requests`.  Since a
+closed record does not change, what is fetched is kept (an LRU bounded by
+``cache_bytes``) and sizes and listings are asked once:
+
+* a read that starts where an earlier fetch of the same object ended (a
+  forward walk: a sequential scan, the chunks after a shard index) fetches at
+  least ``readahead`` bytes (1 MiB), so neighbouring chunks arrive together;
+* any other read fetches exactly its bytes (a random frame: one request per
+  column chunk once its shard index is cached);
+* :meth:`prefetch` fetches a range ahead (the opener of a packed record asks
+  for the run of ``zarr.json`` entries the packer put first, so opening costs
+  the size, the archive's tail and that one range: three requests);
+* the directory form lists its whole tree once (one recursive listing), which
+  then answers every ``size`` / ``is_dir`` / ``list_dir``.
+
+A fetch that returns fewer or more bytes than the range asked for (a
+truncated body, a server ignoring ``Range``) or fails (an HTTP error, a lost
+connection) raises :class:`~mrec.errors.StoreError` naming the URL and the
+range; nothing of it is returned, so no wrong byte reaches a decoder (which
+checks every chunk's crc32c besides).
+
+fsspec (and s3fs for ``s3://``) is the ``remote`` extra: ``pip install
+'mrec[remote]'``.  It is imported only when a URL is opened.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+
+from ..errors import MrecError, RefusalError, StoreError
+
+MiB = 1024 * 1024
+READAHEAD = 1 * MiB
+CACHE_BYTES = 64 * MiB
+
+SCOPE = ("an object store holds closed records, written elsewhere and then uploaded or packed into "
+         "*.mrec.zip, and is read, never appended to (chunking-and-packing.md: live append needs a "
+         "POSIX-like store)")
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+
+
+def is_url(path) -> bool:
+    """True for ``scheme://...`` (a str); a local path or ``os.PathLike`` is not a URL."""
+    return isinstance(path, str) and bool(_URL.match(path))
+
+
+def refuse_remote_write(url: str, action: str) -> RefusalError:
+    """The refusal every write entry point raises for a URL."""
+    return RefusalError(f"cannot {action} a URL: {SCOPE}; write or append to a local *.mrec directory, "
+                        "then upload it or pack it", path=url, kind="remote_read_only")
+
+
+def storage_options_from_env() -> dict:
+    """``MREC_STORAGE_OPTIONS`` (a JSON object) for the command line; {} when unset."""
+    import json
+    import os
+    raw = os.environ.get("MREC_STORAGE_OPTIONS")
+    if not raw:
+        return {}
+    try:
+        opts = json.loads(raw)
+    except ValueError as exc:
+        raise RefusalError(f"MREC_STORAGE_OPTIONS is not JSON: {exc}", kind="bad_storage_options") from None
+    if not isinstance(opts, dict):
+        raise RefusalError("MREC_STORAGE_OPTIONS is not a JSON object", kind="bad_storage_options")
+    return opts
+
+
+def require(module: str, extra: str):
+    """Import an optional dependency or raise an MrecError naming the extra that brings it."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MrecError(f"{module} is needed for this ({exc}); install the extra: pip install 'mrec[{extra}]'",
+                        kind="missing_extra") from None
+
+
+class RemoteFileSystem:
+    """Read-only byte access to the objects under one URL, through fsspec."""
+
+    def __init__(self, url: str, storage_options: dict | None = None, *, readahead: int = READAHEAD,
+                 cache_bytes: int = CACHE_BYTES):
+        self.url = url.rstrip("/")
+        self.storage_options = dict(storage_options or {})
+        self.readahead = readahead
+        self.cache_bytes = cache_bytes
+        self._connect()
+
+    def _connect(self) -> None:
+        fsspec = require("fsspec", "remote")
+        try:
+            self._fs, _ = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        except ImportError as exc:
+            raise MrecError(f"no fsspec file system for {self.url!r} ({exc}); install the extra: "
+                            "pip install 'mrec[remote]'", kind="missing_extra") from None
+        except ValueError as exc:
+            raise StoreError(f"fsspec does not know this URL: {exc}", path=self.url) from None
+        self.requests = 0
+        self.bytes_fetched = 0
+        self._lock = threading.Lock()
+        self._blocks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._cached = 0
+        self._ends: dict[str, set[int]] = {}
+        self._sizes: dict[str, int] = {}
+        self._tree: dict[str, int | None] | None = None     # rel key -> size (None: a directory)
+
+    # pickled by URL + options (a Dask worker reconnects; nothing fetched travels)
+    def __getstate__(self):
+        return {"url": self.url, "storage_options": self.storage_options, "readahead": self.readahead,
+                "cache_bytes": self.cache_bytes}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._connect()
+
+    # -- paths -------------------------------------------------------------------------
+    def _rel(self, path: str) -> str | None:
+        path = path.rstrip("/")
+        if path == self.url:
+            return ""
+        if path.startswith(self.url + "/"):
+            return path[len(self.url) + 1:]
+        return None
+
+    def _load_tree(self) -> dict[str, int | None]:
+        """One recursive listing of the record's tree (the directory form)."""
+        if self._tree is not None:
+            return self._tree
+        try:
+            found = self._fs.find(self.url, withdirs=True, detail=True)
+        except FileNotFoundError:
+            found = {}
+        except Exception as exc:      # noqa: BLE001  (any transport failure is a StoreError)
+            raise StoreError(f"listing failed: {type(exc).__name__}: {exc}", path=self.url) from None
+        self.requests += 1
+        base = self._fs._strip_protocol(self.url).rstrip("/")
+        tree: dict[str, int | None] = {"": None}
+        for name, info in found.items():
+            n = self._fs._strip_protocol(name).rstrip("/")
+            if not n.startswith(base + "/"):
+                continue
+            rel = n[len(base) + 1:]
+            parts = rel.split("/")
+            for i in range(1, len(parts)):
+                tree["/".join(parts[:i])] = None
+            if info.get("type") == "directory":
+                tree[rel] = None
+            elif tree.get(rel, 0) is not None:
+                size = info.get("size")
+                tree[rel] = -1 if size is None else int(size)    # -1: sized on first use (some HTTP listings)
+        self._tree = tree
+        return self._tree
+
+    # -- read ------------------------------------------------------------------------------
+    def size(self, path: str) -> int:
+        n = self._sizes.get(path)
+        if n is not None:
+            return n
+        rel = self._rel(path)
+        if rel is not None and self._tree is not None:
+            if rel not in self._tree:
+                raise FileNotFoundError(path)
+            v = self._tree[rel]
+            if v is None:
+                raise IsADirectoryError(path)
+            if v >= 0:
+                self._sizes[path] = v
+                return v
+        try:
+            info = self._fs.info(path)
+        except FileNotFoundError:
+            raise
+        except Exception as exc:      # noqa: BLE001
+            raise StoreError(f"asking the size failed: {type(exc).__name__}: {exc}", path=path) from None
+        self.requests += 1
+        if info.get("type") == "directory":
+            raise IsADirectoryError(path)
+        n = info.get("size")
+        if n is None:
+            raise StoreError("the server does not tell the object's size (no Content-Length); mrec reads "
+                             "remote records by byte ranges", path=path)
+        self._sizes[path] = int(n)
+        return int(n)
+
+    def read(self, path: str) -> bytes:
+        return self.read_range(path, 0, self.size(path))
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        size = self.size(path)
+        end = min(size, offset + max(0, length))
+        if offset >= end:
+            return b""
+        with self._lock:
+            hit = self._lookup(path, offset, end)
+            if hit is not None:
+                return hit
+            fetch_end = end
+            if offset in self._ends.get(path, ()):
+                fetch_end = min(size, max(end, offset + self.readahead))
+        data = self._fetch(path, offset, fetch_end)
+        with self._lock:
+            self._keep(path, offset, data)
+        return data[: end - offset]
+
+    def prefetch(self, path: str, offset: int, end: int) -> None:
+        """Fetch ``[offset, end)`` of ``path`` in one request and keep it (unless already held)."""
+        end = min(end, self.size(path))
+        if offset >= end:
+            return
+        with self._lock:
+            if self._lookup(path, offset, end) is not None:
+                return
+        data = self._fetch(path, offset, end)
+        with self._lock:
+            self._keep(path, offset, data)
+
+    def _lookup(self, path: str, offset: int, end: int) -> bytes | None:
+        for (p, start), block in reversed(self._blocks.items()):
+            if p == path and start <= offset and end <= start + len(block):
+                self._blocks.move_to_end((p, start))
+                return block[offset - start: end - start]
+        return None
+
+    def _keep(self, path: str, start: int, data: bytes) -> None:
+        key = (path, start)
+        old = self._blocks.pop(key, None)
+        if old is not None:
+            self._cached -= len(old)
+        self._blocks[key] = data
+        self._cached += len(data)
+        self._ends.setdefault(path, set()).add(start + len(data))
+        while self._cached > self.cache_bytes and len(self._blocks) > 1:
+            (_p, _s), dropped = self._blocks.popitem(last=False)
+            self._cached -= len(dropped)
+
+    def _fetch(self, path: str, start: int, end: int) -> bytes:
+        try:
+            data = self._fs.cat_file(path, start=start, end=end)
+        except FileNotFoundError:
+            raise StoreError(f"object vanished while reading bytes {start}..{end}", path=path) from None
+        except Exception as exc:      # noqa: BLE001  (any transport failure is a StoreError)
+            raise StoreError(f"reading bytes {start}..{end} failed: {type(exc).__name__}: {exc}",
+                             path=path) from None
+        finally:
+            self.requests += 1
+        if len(data) != end - start:
+            raise StoreError(f"the server returned {len(data)} bytes for the {end - start}-byte range "
+                             f"{start}..{end} (a truncated body, or Range not honoured); nothing of it is used",
+                             path=path)
+        self.bytes_fetched += len(data)
+        return bytes(data)
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.size(path)
+            return True
+        except IsADirectoryError:
+            return True
+        except FileNotFoundError:
+            return False
+
+    def is_dir(self, path: str) -> bool:
+        rel = self._rel(path)
+        if rel is not None and self._tree is not None:
+            return rel in self._tree and self._tree[rel] is None
+        try:
+            return bool(self._fs.isdir(path))
+        except Exception as exc:      # noqa: BLE001
+            raise StoreError(f"isdir failed: {type(exc).__name__}: {exc}", path=path) from None
+
+    def is_link(self, path: str) -> bool:
+        return False
+
+    def list_dir(self, path: str) -> list[str]:
+        rel = self._rel(path)
+        if rel is None:
+            raise FileNotFoundError(path)
+        tree = self._load_tree()
+        if rel not in tree:
+            raise FileNotFoundError(path)
+        if tree[rel] is not None:
+            raise NotADirectoryError(path)
+        lead = rel + "/" if rel else ""
+        return sorted({k[len(lead):].split("/", 1)[0] for k in tree if k and k.startswith(lead)})
+
+    # -- every write is refused -----------------------------------------------------------
+    def _refuse(self, path: str, what: str):
+        raise refuse_remote_write(path, what)
+
+    def write_at(self, path, offset, data):
+        self._refuse(path, "write into")
+
+    def replace(self, path, data, *, fsync=False):
+        self._refuse(path, "replace a file of")
+
+    def rename(self, src, dst):
+        self._refuse(src, "rename within")
+
+    def fsync(self, path):
+        self._refuse(path, "fsync")
+
+    def fsync_dir(self, path):
+        self._refuse(path, "fsync")
+
+    def truncate(self, path, size):
+        self._refuse(path, "truncate")
+
+    def remove(self, path):
+        self._refuse(path, "remove from")
+
+    def rmdir(self, path):
+        self._refuse(path, "remove from")
+
+    def makedirs(self, path):
+        self._refuse(path, "create directories in")
+
+
+def open_remote_store(url: str, storage_options: dict | None = None):
+    """A read-only store for a record at ``url``: a ``*.zip`` URL is a packed record, anything else an
+    uploaded ``*.mrec`` directory (its tree listed once)."""
+    from ..zarr.store import DirectoryStore
+    from ..zarr.zipstore import ZipStore
+    url = url.rstrip("/")
+    fs = RemoteFileSystem(url, storage_options)
+    if url.endswith(".zip"):
+        try:
+            store = ZipStore(url, fs=fs)
+        except FileNotFoundError:
+            raise StoreError("no such record at this URL", path=url) from None
+        _prefetch_metadata(store, fs)
+        return store
+    fs._load_tree()
+    if not fs._tree or fs._tree == {"": None}:
+        raise StoreError("no such record at this URL (nothing listed under it; a packed record's URL "
+                         "ends in .zip)", path=url)
+    return DirectoryStore(url, fs=fs, readonly=True)
+
+
+def _prefetch_metadata(store, fs: RemoteFileSystem) -> None:
+    """One request for the leading run of ``zarr.json`` entries (mrec pack puts every one first), so
+    the metadata a reader opens with is already held."""
+    entries = sorted(store.entries, key=lambda e: e.header_offset)
+    if not entries or not entries[0].name.rsplit("/", 1)[-1] == "zarr.json":
+        return
+    end = entries[0].header_offset
+    for e in entries:
+        if e.name.rsplit("/", 1)[-1] != "zarr.json":
+            end = e.header_offset
+            break
+        end = e.limit
+    fs.prefetch(store.root, entries[0].header_offset, end)

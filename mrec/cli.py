@@ -49,7 +49,7 @@ def _info(path: str, as_json: bool) -> int:
         from .record.record import KNOWN_SECTIONS
         present = {n for n in store.list_dir("") if read_node(store, n) is not None}
         sections = [n for n in KNOWN_SECTIONS if n in present] + sorted(present - set(KNOWN_SECTIONS))
-        info: dict = {"path": path, "form": "zip" if os.path.isfile(path) else "directory",
+        info: dict = {"path": path, "form": "zip" if type(store).__name__ == "ZipStore" else "directory",
                       "bytes_on_disk": total, "sections": sections, "arrays": arrays}
         for doc in ("meta", "status", "method"):
             node = read_node(store, doc)
@@ -105,7 +105,8 @@ def _info(path: str, as_json: bool) -> int:
 def _validate(path: str, deep: bool, as_json: bool) -> int:
     from .progress import Bar
     from .validate import validate
-    if not os.path.exists(path):
+    from .fs.remote import is_url
+    if not is_url(path) and not os.path.exists(path):
         raise MrecError("no such file or directory", path=path)
     with Bar("validate", unit="arrays", enabled=None if deep and not as_json else False) as bar:
         report = validate(path, deep=deep, progress=bar)

@@ -116,6 +116,7 @@ class _Checker:
         self.progress = progress
         self.fs = fs
         self.store = None
+        self.storage_options = None
         self._seen: set[tuple[str, str]] = set()
 
     # -- reporting ------------------------------------------------------------------
@@ -143,7 +144,10 @@ class _Checker:
     # -- the checks -----------------------------------------------------------------
     def run(self) -> Report:
         path = self.report.path
+        from .fs.remote import is_url
         from .record.trajectory_read import open_store
+        if is_url(path):
+            return self.run_remote(path)
         if os.path.isfile(path):
             self.check_zip(path)
         if not (path.rstrip("/").endswith(".mrec") or path.endswith(".mrec.zip")):
@@ -154,6 +158,26 @@ class _Checker:
         except MrecError as exc:
             self.error(exc, "C-ZIP-2" if os.path.isfile(path) else "N-1.1a", path)
             return self.report
+        return self.run_checks()
+
+    def run_remote(self, path: str) -> Report:
+        """A URL: the store opens through mrec.fs.remote (read-only); a packed one has its archive checked
+        through the same file system."""
+        from .record.trajectory_read import open_store
+        if not (path.rstrip("/").endswith(".mrec") or path.endswith(".mrec.zip")):
+            self.add("N-1.1n", path, "a record is named <stem>.mrec (directory) or <stem>.mrec.zip (archive)",
+                     severity="warning")
+        try:
+            self.store = open_store(path, storage_options=self.storage_options)
+        except MrecError as exc:
+            self.error(exc, "C-ZIP-2" if path.endswith(".zip") else "N-1.1a", path)
+            return self.report
+        if path.endswith(".zip"):
+            self.check_zip(path, self.store.fs)
+        return self.run_checks()
+
+    def run_checks(self) -> Report:
+        path = self.report.path
         try:
             root = self.attempt(read_node, self.store, "", rule="N-1.1a", where=path)
             if not isinstance(root, GroupMetadata):
@@ -170,9 +194,9 @@ class _Checker:
             self.store.close()
         return self.report
 
-    def check_zip(self, path: str) -> None:
+    def check_zip(self, path: str, fs=None) -> None:
         from .zarr.zipstore import zip_problems
-        for message in zip_problems(path, self.fs, check_crc=self.deep):
+        for message in zip_problems(path, fs or self.fs, check_crc=self.deep):
             rule = "C-ZIP-2" if any(w in message.lower() for w in ("central directory", "end record", "zip64",
                                                                  "truncated", "not a zip")) else "C-ZIP-1"
             entry, _, detail = message.partition(": ")
@@ -350,7 +374,11 @@ def _read_every_chunk(arr: Array, rows: int | None) -> int:
     return count
 
 
-def validate(path, *, deep: bool = False, progress: Progress | None = None, fs=None) -> Report:
-    """Check the store at ``path`` (``*.mrec`` directory or ``*.mrec.zip``) and return a :class:`Report`."""
-    return _Checker(os.fspath(path), deep, progress, fs).run()
+def validate(path, *, deep: bool = False, progress: Progress | None = None, fs=None,
+             storage_options=None) -> Report:
+    """Check the store at ``path`` (``*.mrec`` directory or ``*.mrec.zip``, local or a URL) and return a
+    :class:`Report`."""
+    checker = _Checker(os.fspath(path), deep, progress, fs)
+    checker.storage_options = storage_options
+    return checker.run()
 

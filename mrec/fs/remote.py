@@ -118,6 +118,8 @@ class RemoteFileSystem:
         self._ends: dict[str, set[int]] = {}
         self._sizes: dict[str, int] = {}
         self._tree: dict[str, int | None] | None = None     # rel key -> size (None: a directory)
+        self._pages: dict[str, dict[str, bool] | None] = {}    # HTTP: rel dir -> {child: is_dir}
+        self._listed = False     # the directory form: size / is_dir / exists answered from listings
 
     # pickled by URL + options (a Dask worker reconnects; nothing fetched travels)
     def __getstate__(self):
@@ -129,6 +131,11 @@ class RemoteFileSystem:
         self._connect()
 
     # -- paths -------------------------------------------------------------------------
+    @property
+    def _http(self) -> bool:
+        proto = self._fs.protocol
+        return bool({"http", "https"} & set(proto if isinstance(proto, (tuple, list)) else (proto,)))
+
     def _rel(self, path: str) -> str | None:
         path = path.rstrip("/")
         if path == self.url:
@@ -137,9 +144,18 @@ class RemoteFileSystem:
             return path[len(self.url) + 1:]
         return None
 
-    def _load_tree(self) -> dict[str, int | None]:
-        """One recursive listing of the record's tree (the directory form)."""
-        if self._tree is not None:
+    def _remote(self, path: str) -> str:
+        """The URL fsspec is given: over HTTP each key component is percent-encoded (a key may hold '%')."""
+        rel = self._rel(path)
+        if not rel or not self._http:
+            return path
+        from urllib.parse import quote
+        return self.url + "/" + "/".join(quote(part, safe="") for part in rel.split("/"))
+
+    def _load_tree(self) -> dict[str, int | None] | None:
+        """One recursive listing of the record's tree (object stores: one request per 1000 keys);
+        None over HTTP, where a directory is listed page by page when asked (:meth:`_page`)."""
+        if self._tree is not None or self._http:
             return self._tree
         try:
             found = self._fs.find(self.url, withdirs=True, detail=True)
@@ -162,9 +178,51 @@ class RemoteFileSystem:
                 tree[rel] = None
             elif tree.get(rel, 0) is not None:
                 size = info.get("size")
-                tree[rel] = -1 if size is None else int(size)    # -1: sized on first use (some HTTP listings)
+                tree[rel] = -1 if size is None else int(size)    # -1: sized on first use
         self._tree = tree
-        return self._tree
+        return tree
+
+    def _page(self, rel: str) -> dict[str, bool] | None:
+        """An HTTP directory listing page: child name -> is a directory (None: not a listable directory)."""
+        if rel in self._pages:
+            return self._pages[rel]
+        from urllib.parse import unquote
+        url = self._remote(self.url + "/" + rel if rel else self.url) + "/"
+        try:
+            names = self._fs.ls(url, detail=False)
+        except FileNotFoundError:
+            names = None
+        except Exception as exc:      # noqa: BLE001
+            raise StoreError(f"listing failed: {type(exc).__name__}: {exc}", path=url) from None
+        self.requests += 1
+        page = None
+        if names is not None:
+            page = {}
+            for n in names:
+                if not n.startswith(url):
+                    continue
+                child = n[len(url):]
+                is_dir = child.endswith("/")
+                child = unquote(child.rstrip("/"))
+                if child and "/" not in child:
+                    page[child] = is_dir
+        self._pages[rel] = page
+        return page
+
+    def _kind(self, rel: str) -> str | None:
+        """'dir', 'file' or None (absent) from the listings, without a request per file."""
+        if rel == "":
+            return "dir"
+        tree = self._load_tree()
+        if tree is not None:
+            if rel not in tree:
+                return None
+            return "dir" if tree[rel] is None else "file"
+        parent, _, name = rel.rpartition("/")
+        page = self._page(parent)
+        if page is None or name not in page:
+            return None
+        return "dir" if page[name] else "file"
 
     # -- read ------------------------------------------------------------------------------
     def size(self, path: str) -> int:
@@ -172,17 +230,18 @@ class RemoteFileSystem:
         if n is not None:
             return n
         rel = self._rel(path)
-        if rel is not None and self._tree is not None:
-            if rel not in self._tree:
+        if rel is not None and self._listed:
+            kind = self._kind(rel)
+            if kind is None:
                 raise FileNotFoundError(path)
-            v = self._tree[rel]
-            if v is None:
+            if kind == "dir":
                 raise IsADirectoryError(path)
-            if v >= 0:
+            v = self._tree.get(rel, -1) if self._tree is not None else -1
+            if v is not None and v >= 0:
                 self._sizes[path] = v
                 return v
         try:
-            info = self._fs.info(path)
+            info = self._fs.info(self._remote(path))
         except FileNotFoundError:
             raise
         except Exception as exc:      # noqa: BLE001
@@ -198,7 +257,22 @@ class RemoteFileSystem:
         return int(n)
 
     def read(self, path: str) -> bytes:
-        return self.read_range(path, 0, self.size(path))
+        if path in self._sizes or (self._listed and self._tree is not None):   # sized by the listing
+            return self.read_range(path, 0, self.size(path))
+        rel = self._rel(path)
+        if rel is not None and self._listed and self._kind(rel) != "file":
+            raise FileNotFoundError(path) if self._kind(rel) is None else IsADirectoryError(path)
+        try:                                   # size unknown: one GET of the whole object
+            data = self._fs.cat_file(self._remote(path))
+        except FileNotFoundError:
+            raise
+        except Exception as exc:      # noqa: BLE001
+            raise StoreError(f"reading failed: {type(exc).__name__}: {exc}", path=path) from None
+        finally:
+            self.requests += 1
+        self._sizes[path] = len(data)
+        self.bytes_fetched += len(data)
+        return bytes(data)
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         size = self.size(path)
@@ -209,13 +283,15 @@ class RemoteFileSystem:
             hit = self._lookup(path, offset, end)
             if hit is not None:
                 return hit
+            head = self._head(path, offset)      # a held block covering the start: fetch only the rest
+            start = offset + len(head)
             fetch_end = end
-            if offset in self._ends.get(path, ()):
-                fetch_end = min(size, max(end, offset + self.readahead))
-        data = self._fetch(path, offset, fetch_end)
+            if start in self._ends.get(path, ()):
+                fetch_end = min(size, max(end, start + self.readahead))
+        data = self._fetch(path, start, fetch_end)
         with self._lock:
-            self._keep(path, offset, data)
-        return data[: end - offset]
+            self._keep(path, start, data)
+        return head + data[: end - start]
 
     def prefetch(self, path: str, offset: int, end: int) -> None:
         """Fetch ``[offset, end)`` of ``path`` in one request and keep it (unless already held)."""
@@ -236,6 +312,13 @@ class RemoteFileSystem:
                 return block[offset - start: end - start]
         return None
 
+    def _head(self, path: str, offset: int) -> bytes:
+        """The held bytes from ``offset`` to the end of a block that covers ``offset`` (b"" if none)."""
+        for (p, start), block in self._blocks.items():
+            if p == path and start <= offset < start + len(block):
+                return block[offset - start:]
+        return b""
+
     def _keep(self, path: str, start: int, data: bytes) -> None:
         key = (path, start)
         old = self._blocks.pop(key, None)
@@ -250,7 +333,7 @@ class RemoteFileSystem:
 
     def _fetch(self, path: str, start: int, end: int) -> bytes:
         try:
-            data = self._fs.cat_file(path, start=start, end=end)
+            data = self._fs.cat_file(self._remote(path), start=start, end=end)
         except FileNotFoundError:
             raise StoreError(f"object vanished while reading bytes {start}..{end}", path=path) from None
         except Exception as exc:      # noqa: BLE001  (any transport failure is a StoreError)
@@ -276,10 +359,10 @@ class RemoteFileSystem:
 
     def is_dir(self, path: str) -> bool:
         rel = self._rel(path)
-        if rel is not None and self._tree is not None:
-            return rel in self._tree and self._tree[rel] is None
+        if rel is not None and self._listed:
+            return self._kind(rel) == "dir"
         try:
-            return bool(self._fs.isdir(path))
+            return bool(self._fs.isdir(self._remote(path)))
         except Exception as exc:      # noqa: BLE001
             raise StoreError(f"isdir failed: {type(exc).__name__}: {exc}", path=path) from None
 
@@ -290,11 +373,14 @@ class RemoteFileSystem:
         rel = self._rel(path)
         if rel is None:
             raise FileNotFoundError(path)
-        tree = self._load_tree()
-        if rel not in tree:
+        kind = self._kind(rel)
+        if kind is None:
             raise FileNotFoundError(path)
-        if tree[rel] is not None:
+        if kind == "file":
             raise NotADirectoryError(path)
+        tree = self._load_tree()
+        if tree is None:
+            return sorted(self._page(rel) or {})
         lead = rel + "/" if rel else ""
         return sorted({k[len(lead):].split("/", 1)[0] for k in tree if k and k.startswith(lead)})
 
@@ -344,9 +430,9 @@ def open_remote_store(url: str, storage_options: dict | None = None):
             raise StoreError("no such record at this URL", path=url) from None
         _prefetch_metadata(store, fs)
         return store
-    fs._load_tree()
-    if not fs._tree or fs._tree == {"": None}:
-        raise StoreError("no such record at this URL (nothing listed under it; a packed record's URL "
+    fs._listed = True
+    if fs._kind("zarr.json") != "file":
+        raise StoreError("no such record at this URL (no zarr.json listed under it; a packed record's URL "
                          "ends in .zip)", path=url)
     return DirectoryStore(url, fs=fs, readonly=True)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -52,6 +53,12 @@ class _Handler(SimpleHTTPRequestHandler):
 
     def log_message(self, *args):   # quiet
         pass
+
+    def setup(self):
+        super().setup()
+        # headers and body go out in separate writes: without TCP_NODELAY each keep-alive response
+        # waits out the client's delayed ACK (~40 ms)
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _fault(self) -> str | None:
         for suffix, mode in self.server_state.faults.items():

@@ -270,9 +270,12 @@ class RemoteFileSystem:
             raise StoreError(f"reading failed: {type(exc).__name__}: {exc}", path=path) from None
         finally:
             self.requests += 1
+        data = bytes(data)
         self._sizes[path] = len(data)
         self.bytes_fetched += len(data)
-        return bytes(data)
+        with self._lock:
+            self._keep(path, 0, data)
+        return data
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         size = self.size(path)

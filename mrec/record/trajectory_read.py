@@ -524,6 +524,10 @@ def logical_lengths(lay: Layout) -> dict[str, int]:
     return out
 
 
+def _reopen_reader(path, storage_options):
+    return TrajectoryReader(path, storage_options=storage_options)
+
+
 class TrajectoryReader:
     """Random access to the committed frames of a trajectory (``*.mrec`` or ``*.mrec.zip``)."""
 
@@ -563,6 +567,12 @@ class TrajectoryReader:
 
     def close(self) -> None:
         self.store.close()
+
+    def __reduce__(self):
+        """Pickled by path or URL + ``storage_options`` (a Dask worker reopens it; nothing read travels)."""
+        if self.path is None:
+            raise TypeError("a TrajectoryReader opened on a store object cannot be pickled: open it by path or URL")
+        return (_reopen_reader, (self.path, self.storage_options))
 
     def __enter__(self):
         return self

@@ -201,8 +201,9 @@ def main(argv=None) -> int:
     add_repack_command(sub)
     p = sub.add_parser("fixtures", help="write the golden fixture catalogue (valid and invalid stores + sidecars)")
     p.add_argument("out", nargs="?", default="fixtures-out")
-    p = sub.add_parser("pack", help="<stem>.mrec/ -> <stem>.mrec.zip")
+    p = sub.add_parser("pack", help="<stem>.mrec/ -> <stem>.mrec.zip (or OUT, a path or a URL to stream up to)")
     p.add_argument("path")
+    p.add_argument("out", nargs="?", default=None)
     p.add_argument("--keep", action="store_true", help="keep the directory after packing")
     p = sub.add_parser("unpack", help="<stem>.mrec.zip -> <stem>.mrec/")
     p.add_argument("path")
@@ -233,7 +234,7 @@ def main(argv=None) -> int:
             from .pack import pack
             from .progress import Bar
             with Bar("pack") as bar:
-                out = pack(args.path, keep=args.keep, progress=bar)
+                out = pack(args.path, keep=args.keep, progress=bar, out=args.out)
             print(out)
             return 0
         if args.cmd == "unpack":

@@ -214,17 +214,28 @@ def _verify_archive(fs: FileSystem, plan: PackPlan, tmp: str) -> None:
 
 def pack(path: str | os.PathLike, *, keep: bool = False, fs: FileSystem | None = None,
          out: str | os.PathLike | None = None, overwrite: bool = False,
-         progress: Progress | None = None, zip64_threshold: int = 0xFFFFFFFF) -> pathlib.Path:
+         progress: Progress | None = None, zip64_threshold: int = 0xFFFFFFFF,
+         storage_options: dict | None = None) -> pathlib.Path | str:
     """Pack the closed record ``<stem>.mrec/`` into ``<stem>.mrec.zip`` (or ``out``).
 
     Refuses with :class:`RefusalError` (kinds ``not_a_record``,
     ``live_writer``, ``stray_temp_files``, ``exists``, ``bad_target``)
-    before anything is modified.  A lock left by a dead writer is not
+    before anything is modified.  ``out`` may be a URL (``s3://bucket/run.mrec.zip``, with
+    ``storage_options``): the archive is then streamed up with no temporary file (mrec.pack_remote)
+    and the URL returned.  A lock left by a dead writer is not
     packed.  The source tree is removed after the archive is durable unless
     ``keep``.  ``progress(done_bytes, total_bytes)`` is called as bytes are
     copied.
     """
     fs = fs if fs is not None else DEFAULT_FS
+    from .fs.remote import is_url
+    if is_url(out) and not is_url(path):      # stream the archive up (mrec.pack_remote); returns the URL
+        from .fs.remote import storage_options_from_env
+        from .pack_remote import pack_to_url
+        plan = plan_pack(path, fs=fs, overwrite=True)       # the local checks; the target is the URL
+        return pack_to_url(plan, out, keep=keep, meter=_Meter(plan.total_bytes, progress), fs=fs,
+                           storage_options=storage_options if storage_options is not None
+                           else storage_options_from_env(), zip64_threshold=zip64_threshold)
     plan = plan_pack(path, fs=fs, out=out, overwrite=overwrite)
     meter = _Meter(plan.total_bytes, progress)
     tmp = temp_sibling(plan.target)

@@ -174,7 +174,8 @@ def s3_server() -> Server:
     app = DomainDispatcherApplication(create_backend_app)
 
     def logged(environ, start_response):
-        state.log.append(Logged(environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""),
+        query = environ.get("QUERY_STRING", "")
+        state.log.append(Logged(environ["REQUEST_METHOD"], environ.get("PATH_INFO", "") + ("?" + query if query else ""),
                                 environ.get("HTTP_RANGE")))
         return app(environ, start_response)
 

@@ -218,7 +218,6 @@ def test_every_write_to_a_url_is_refused_citing_the_chapter(served, tmp_path, mo
         lambda: TrajectoryWriter.create(url, frame),
         lambda: TrajectoryWriter.open("s3://records/whole_record.mrec"),
         lambda: write_record(url, meta={}, frame=frame),
-        lambda: pack(src, out="s3://records/x.mrec.zip", keep=True),
         lambda: pack("s3://records/whole_record.mrec"),
         lambda: unpack(FIXTURES / "whole_record.mrec.zip", out="s3://records/y.mrec"),
         lambda: unpack("s3://records/whole_record.mrec.zip"),
@@ -237,6 +236,36 @@ def test_every_write_to_a_url_is_refused_citing_the_chapter(served, tmp_path, mo
     p = subprocess.run([sys.executable, "-m", "mrec", "repair", "s3://records/whole_record.mrec"],
                        capture_output=True, text=True, env=env)
     assert p.returncode == 2 and "never appended to" in p.stderr
+
+
+def test_pack_streams_a_closed_record_up_to_s3_without_a_temp_file(served, tmp_path):
+    s3 = served["s3"]
+    opts = dict(s3.storage_options, default_block_size=5 * MiB)       # S3's smallest multipart part
+    src = big_record(tmp_path / "up.mrec", atoms=5000, frames=100)        # 12 MB: parts of 5 MiB (the last merged)
+    expect = pack(src, out=tmp_path / "local.mrec.zip", keep=True).read_bytes()
+    (tmp_path / "local.mrec.zip").unlink()
+    listing = sorted(p.name for p in tmp_path.iterdir())
+    n = s3.count()
+    url = pack(src, out="s3://records/up.mrec.zip", keep=True, storage_options=opts)
+    log = s3.since(n)
+    assert url == "s3://records/up.mrec.zip"
+    assert sorted(p.name for p in tmp_path.iterdir()) == listing         # no temporary file, source kept
+    assert any(g.method == "POST" and g.path.endswith("?uploads") for g in log)            # multipart
+    assert sum(1 for g in log if g.method == "PUT" and "partNumber=" in g.path) >= 2
+    import s3fs
+    assert s3fs.S3FileSystem(**s3.storage_options).cat_file("records/up.mrec.zip") == expect  # pack's bytes
+    r = TrajectoryReader(url, storage_options=s3.storage_options)
+    assert r[99].blocks["atoms"]["z"].tobytes() == TrajectoryReader(src)[99].blocks["atoms"]["z"].tobytes()
+    with pytest.raises(RefusalError) as e:
+        pack(src, out=url, keep=True, storage_options=opts)
+    assert e.value.kind == "exists"
+    small = big_record(tmp_path / "small.mrec", atoms=10, frames=5)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MREC_STORAGE_OPTIONS=json.dumps(s3.storage_options))
+    p = subprocess.run([sys.executable, "-m", "mrec", "pack", str(small), "s3://records/small.mrec.zip"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0 and "s3://records/small.mrec.zip" in p.stdout, p.stderr
+    assert not small.exists()                                               # pack's default: the source goes
+    assert len(TrajectoryReader("s3://records/small.mrec.zip", storage_options=s3.storage_options)) == 5
 
 
 def test_a_missing_extra_names_it(monkeypatch):

@@ -128,21 +128,22 @@ def _oracle_reads(d: Path, z: Path, path: str, chain: str, string: bool):
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
-@pytest.mark.parametrize("name", ["whole_record", "block_ragged", "masks", "dtypes_trajectory", "strings",
-                                  "uncommitted_tail_flush", "precision", "block_markers_and_index"])
+@pytest.mark.parametrize("name", VALID_NAMES)
 def test_oracles_read_every_repacked_array_identically(tmp_path, name, profile):
     d = repack(FIXTURES / f"{name}.mrec", tmp_path / f"{name}.mrec", profile=profile)
     z = repack(FIXTURES / f"{name}.mrec", tmp_path / f"{name}.mrec.zip", profile=profile)
     store = DirectoryStore(str(d))
     readers = set()
-    for path in trajectory_arrays(store):
+    paths = trajectory_arrays(store)
+    for path in paths:
         ours = Array.open(store, path).read()
         doc = json.loads((d / path / "zarr.json").read_text(encoding="utf-8"))
         for oracle, got in _oracle_reads(d, z, path, json.dumps(doc["codecs"]), doc["data_type"] == "string").items():
             assert same(got, ours), (oracle, path)
             readers.add(oracle)
-    assert {"zarr-python", "zarr-python zip"} <= readers
-    if name != "strings":
+    if paths:
+        assert {"zarr-python", "zarr-python zip"} <= readers
+    if paths and name != "strings":
         assert "zarrs" in readers
     if profile == "small" and name in ("whole_record", "block_ragged", "masks"):
         assert "tensorstore" in readers                 # no precision column shuffled: all three oracles

@@ -146,33 +146,19 @@ class _Checker:
         path = self.report.path
         from .fs.remote import is_url
         from .record.trajectory_read import open_store
-        if is_url(path):
-            return self.run_remote(path)
-        if os.path.isfile(path):
+        remote = is_url(path)       # a URL opens read-only through mrec.fs.remote
+        packed = path.endswith(".zip") if remote else os.path.isfile(path)
+        if packed and not remote:
             self.check_zip(path)
         if not (path.rstrip("/").endswith(".mrec") or path.endswith(".mrec.zip")):
             self.add("N-1.1n", path, "a record is named <stem>.mrec (directory) or <stem>.mrec.zip (archive)",
                      severity="warning")
         try:
-            self.store = open_store(path, fs=self.fs)
+            self.store = open_store(path, fs=self.fs, storage_options=self.storage_options)
         except MrecError as exc:
-            self.error(exc, "C-ZIP-2" if os.path.isfile(path) else "N-1.1a", path)
+            self.error(exc, "C-ZIP-2" if packed else "N-1.1a", path)
             return self.report
-        return self.run_checks()
-
-    def run_remote(self, path: str) -> Report:
-        """A URL: the store opens through mrec.fs.remote (read-only); a packed one has its archive checked
-        through the same file system."""
-        from .record.trajectory_read import open_store
-        if not (path.rstrip("/").endswith(".mrec") or path.endswith(".mrec.zip")):
-            self.add("N-1.1n", path, "a record is named <stem>.mrec (directory) or <stem>.mrec.zip (archive)",
-                     severity="warning")
-        try:
-            self.store = open_store(path, storage_options=self.storage_options)
-        except MrecError as exc:
-            self.error(exc, "C-ZIP-2" if path.endswith(".zip") else "N-1.1a", path)
-            return self.report
-        if path.endswith(".zip"):
+        if packed and remote:                     # the archive checked through the same file system
             self.check_zip(path, self.store.fs)
         return self.run_checks()
 

@@ -152,13 +152,18 @@ def http_server(root: Path) -> Server:
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), make)
     httpd.daemon_threads = True
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    return _run(httpd, state)
+
+
+def _run(srv, state: Server) -> Server:
+    """Serve in a daemon thread; ``state.url`` and ``state.stop`` set."""
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    state.url = f"http://127.0.0.1:{srv.server_address[1]}"
 
     def stop():
-        httpd.shutdown()
-        httpd.server_close()
+        srv.shutdown()
+        srv.server_close()
         t.join(5)
 
     state.stop = stop
@@ -179,20 +184,10 @@ def s3_server() -> Server:
                                 environ.get("HTTP_RANGE")))
         return app(environ, start_response)
 
-    srv = make_server("127.0.0.1", 0, logged, threaded=True, request_handler=MotoRequestHandler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    state.url = f"http://127.0.0.1:{srv.server_address[1]}"
+    _run(make_server("127.0.0.1", 0, logged, threaded=True, request_handler=MotoRequestHandler), state)
     state.storage_options = {"endpoint_url": state.url, "key": "testing", "secret": "testing",
                              "client_kwargs": {"region_name": "eu-west-1"}, "skip_instance_cache": True,
                              "use_listings_cache": False}
-
-    def stop():
-        srv.shutdown()
-        srv.server_close()
-        t.join(5)
-
-    state.stop = stop
     return state
 
 

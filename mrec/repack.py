@@ -53,6 +53,7 @@ from .zarr.metadata import ArrayMetadata
 from .zarr.store import DirectoryStore
 
 KiB, MiB = 1024, 1024 * 1024
+MAX_CHUNK_BYTES = 16 * MiB      # a profile's frame floor never makes an inner chunk larger than this
 SHARD_TARGET = 256 * MiB
 MAX_CHUNKS_PER_SHARD = 4096
 
@@ -96,7 +97,9 @@ def inner_rows(n: int, row_bytes: int, frame_rows: int | None, profile: RepackPr
     rb = max(1, row_bytes)
     f = frame_rows if frame_rows else 1
     frames_fit = max(1, profile.chunk_bytes // (rb * f))
-    frames = max(frames_fit, profile.min_frames) if frame_rows else frames_fit
+    frames = frames_fit
+    if frame_rows and frames_fit < profile.min_frames:
+        frames = max(frames_fit, min(profile.min_frames, MAX_CHUNK_BYTES // (rb * f)))
     rows = frames * f
     if n > 0:
         rows = min(rows, -(-n // f) * f)
@@ -193,6 +196,7 @@ def repack(src, out, *, profile: str = "small", overwrite: bool = False, storage
             if as_zip:
                 final = pack(tmp_dir, out=out, overwrite=overwrite)   # removes tmp_dir once the archive is durable
             else:
+                _fsync_dirs(fs, tmp_dir)
                 if fs.exists(out):
                     remove_tree(fs, out)
                 fs.rename(tmp_dir, out)
@@ -205,6 +209,15 @@ def repack(src, out, *, profile: str = "small", overwrite: bool = False, storage
         return final
     finally:
         store.close()
+
+
+def _fsync_dirs(fs, root: str) -> None:
+    """Every directory of the new tree, deepest first (its files were written fsynced)."""
+    for name in fs.list_dir(root):
+        child = os.path.join(root, name)
+        if fs.is_dir(child):
+            _fsync_dirs(fs, child)
+    fs.fsync_dir(root)
 
 
 def _copy(store, dst: DirectoryStore, logical: dict[str, int], layout, prof: RepackProfile) -> None:
@@ -228,18 +241,29 @@ def _copy(store, dst: DirectoryStore, logical: dict[str, int], layout, prof: Rep
             continue
         if posixpath.basename(key) == "zarr.json":
             raw = _compact_json(raw)
-        dst.set(key, raw)
+        dst.set(key, raw, fsync=True)
     for p in rewritten:
         src_arr = Array.open(store, p, appended=True)
         n = min(src_arr.shape[0], logical[p])
-        data = src_arr.read(slice(0, n))
-        rb = data.dtype.itemsize * int(np.prod(src_arr.shape[1:], dtype=np.int64)) if data.dtype.kind != "O" else 16
+        dt = src_arr.meta.data_type
+        rb = (16 if dt.name == "string" else dt.numpy.itemsize) * int(np.prod(src_arr.shape[1:], dtype=np.int64))
         rows = inner_rows(n, rb, _frame_rows(layout, p) if layout is not None else None, prof)
         meta = array_meta(src_arr.meta, n, rows, prof)
         arr = Array(dst, p, meta)
-        dst.set(meta_key(p), _compact_json(arr.metadata_json()))
-        if n:
-            arr.write(data)
+        dst.set(meta_key(p), _compact_json(arr.metadata_json()), fsync=True)
+        _write_shards(src_arr, arr, n)
+
+
+def _write_shards(src: Array, dst: Array, n: int) -> None:
+    """Shard after shard (memory bounded by one shard): read its rows, encode it whole, store it."""
+    m = dst.meta
+    step = m.chunk_shape[0]
+    for s, lo in enumerate(range(0, n, step)):
+        hi = min(n, lo + step)
+        shard = np.full(m.chunk_shape, m.fill_value, dtype=object if m.data_type.name == "string" else m.data_type.numpy)
+        shard[(slice(0, hi - lo), *(slice(0, t) for t in m.shape[1:]))] = src.read(slice(lo, hi))   # a 0-wide axis
+        key = dst.chunk_key((s,) + (0,) * (m.ndim - 1))
+        dst.store.set(key, m.codecs.encode(shard, dst.chunk_spec(key)), fsync=True)
 
 
 __all__ = ["repack", "PROFILES", "RepackProfile", "inner_rows", "array_meta"]

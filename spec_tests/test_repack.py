@@ -239,3 +239,17 @@ def test_expected_frames_is_a_hint_more_frames_still_land(tmp_path):
         with pytest.raises(RefusalError) as e:
             lammps_like(tmp_path / f"bad{bad}.mrec", expected_frames=bad)
         assert e.value.kind == "bad_expected_frames"
+
+
+def test_repack_keeps_a_zero_width_trailing_axis_and_a_ragged_tail(tmp_path):
+    s = __import__("mrec").SequenceSchema()
+    s.declare_block("atoms", rows=4)
+    s.declare_column("atoms", "v", "f64", trailing=(0,))
+    s.declare_column("atoms", "x", "f64")
+    with TrajectoryWriter.create(tmp_path / "a.mrec", s) as w:
+        for i in range(5):
+            w.append({"blocks": {"atoms": {"v": np.zeros((4, 0)), "x": np.arange(4.0) + i}}}, step=i)
+    for profile in sorted(PROFILES):
+        out = repack(tmp_path / "a.mrec", tmp_path / f"b-{profile}.mrec.zip", profile=profile)
+        assert without_arrays(describe(out)) == without_arrays(describe(tmp_path / "a.mrec"))
+        assert validate(out, deep=True).ok

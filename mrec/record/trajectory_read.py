@@ -55,7 +55,8 @@ def open_store(path, *, fs=None, readonly=True, storage_options=None):
     JSON in ``MREC_STORAGE_OPTIONS``) opens read-only through :mod:`mrec.fs.remote`: a URL ending
     in ``.zip`` is a packed record, any other an uploaded directory.
     """
-    from ..fs.remote import is_url, open_remote_store, storage_options_from_env
+    from ..fs.remote import is_url, storage_options_from_env
+    from ..zarr.remote import open_remote_store
     if is_url(path):
         if not readonly:
             from ..fs.remote import refuse_remote_write

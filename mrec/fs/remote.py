@@ -17,8 +17,9 @@ closed record does not change, what is fetched is kept (an LRU bounded by
 * a read that starts where an earlier fetch of the same object ended (a
   forward walk: a sequential scan, the chunks after a shard index) fetches at
   least ``readahead`` bytes (1 MiB), so neighbouring chunks arrive together;
-* any other read fetches exactly its bytes (a random frame: one request per
-  column chunk once its shard index is cached);
+* any other read fetches its bytes, and at least 64 KiB (``MIN_FETCH``: the
+  local header of a zip entry then brings the shard index after it; a random
+  frame is one request per column chunk once its shard index is cached);
 * :meth:`prefetch` fetches a range ahead (the opener of a packed record asks
   for the run of ``zarr.json`` entries the packer put first, so opening costs
   the size, the archive's tail and that one range: three requests);
@@ -44,6 +45,7 @@ from ..errors import MrecError, RefusalError, StoreError
 
 MiB = 1024 * 1024
 READAHEAD = 1 * MiB
+MIN_FETCH = 64 * 1024    # no request for less: a zip entry's local header comes with its shard index
 CACHE_BYTES = 64 * MiB
 
 SCOPE = ("an object store holds closed records, written elsewhere and then uploaded or packed into "
@@ -288,7 +290,7 @@ class RemoteFileSystem:
                 return hit
             head = self._head(path, offset)      # a held block covering the start: fetch only the rest
             start = offset + len(head)
-            fetch_end = end
+            fetch_end = min(size, max(end, start + MIN_FETCH))
             if start in self._ends.get(path, ()):
                 fetch_end = min(size, max(end, start + self.readahead))
         data = self._fetch(path, start, fetch_end)

@@ -253,3 +253,42 @@ def test_repack_keeps_a_zero_width_trailing_axis_and_a_ragged_tail(tmp_path):
         out = repack(tmp_path / "a.mrec", tmp_path / f"b-{profile}.mrec.zip", profile=profile)
         assert without_arrays(describe(out)) == without_arrays(describe(tmp_path / "a.mrec"))
         assert validate(out, deep=True).ok
+
+
+# -- property: any record repacks to the same values ---------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=12)
+@given(atoms=st.integers(1, 40), frames=st.integers(0, 45), precision=st.sampled_from([None, 1e-2, 1e-3]),
+       ragged=st.lists(st.integers(0, 9), min_size=0, max_size=45), hinted=st.booleans(),
+       profile=st.sampled_from(sorted(PROFILES)), seed=st.integers(0, 2**16))
+def test_any_record_repacks_to_the_same_values(tmp_path_factory, atoms, frames, precision, ragged, hinted,
+                                               profile, seed):
+    import mrec
+    tmp = tmp_path_factory.mktemp("prop")
+    rng = np.random.default_rng(seed)
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=atoms)
+    s.declare_column("atoms", "x", "f64", precision=precision)
+    s.declare_column("atoms", "n", "i32", trailing=(2,))
+    s.declare_block("ions", rows=4)
+    s.declare_column("ions", "q", "f64", nullable=True)
+    s.declare_meta("pe", "f64")
+    kw = {"expected_frames": max(1, frames // 2)} if hinted else {}
+    with TrajectoryWriter.create(tmp / "r.mrec", s, durable=False, flush_every=7, **kw) as w:
+        for i in range(frames):
+            blocks = {"atoms": {"x": rng.normal(size=atoms) * 20,
+                                "n": rng.integers(-9, 9, size=(atoms, 2)).astype(np.int32)}}
+            masks = {}
+            if i < len(ragged) and (i == 0 or ragged[i] != ragged[i - 1]):
+                k = ragged[i]
+                blocks["ions"] = {"q": rng.normal(size=k)}
+                masks = {"ions": {"q": rng.random(k) > 0.3}}
+            w.append({"blocks": blocks, "masks": masks, "meta": {"pe": float(rng.normal())},
+                      "box": Box(np.eye(3) * (10.0 + i % 3))}, step=3 * i + (i > 5))
+    out = repack(tmp / "r.mrec", tmp / "r.small.mrec.zip", profile=profile)
+    assert without_arrays(describe(out)) == without_arrays(describe(tmp / "r.mrec"))
+    assert validate(out, deep=True).ok

@@ -241,7 +241,7 @@ def test_expected_frames_is_a_hint_more_frames_still_land(tmp_path):
         assert e.value.kind == "bad_expected_frames"
 
 
-def test_repack_keeps_a_zero_width_trailing_axis_and_a_ragged_tail(tmp_path):
+def test_repack_keeps_a_zero_width_trailing_axis(tmp_path):
     s = __import__("mrec").SequenceSchema()
     s.declare_block("atoms", rows=4)
     s.declare_column("atoms", "v", "f64", trailing=(0,))

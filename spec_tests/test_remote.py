@@ -268,6 +268,16 @@ def test_pack_streams_a_closed_record_up_to_s3_without_a_temp_file(served, tmp_p
     assert len(TrajectoryReader("s3://records/small.mrec.zip", storage_options=s3.storage_options)) == 5
 
 
+def test_repack_reads_its_source_from_a_url(served, tmp_path):
+    for kind in KINDS:
+        url, opts, _ = url_of(served, kind, "whole_record.mrec.zip")
+        out = repack(url, tmp_path / f"{kind}.mrec.zip", profile="archive", storage_options=opts)
+        local = served["root"] / "whole_record.mrec"
+        assert {k: v for k, v in describe(out).items() if k != "arrays"} == \
+            {k: v for k, v in describe(local).items() if k != "arrays"}
+        assert validate(out, deep=True).ok
+
+
 def test_a_missing_extra_names_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "fsspec", None)       # as if `pip install 'mrec[remote]'` never ran
     with pytest.raises(MrecError) as e:

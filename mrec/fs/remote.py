@@ -390,32 +390,19 @@ class RemoteFileSystem:
         return sorted({k[len(lead):].split("/", 1)[0] for k in tree if k and k.startswith(lead)})
 
     # -- every write is refused -----------------------------------------------------------
-    def _refuse(self, path: str, what: str):
-        raise refuse_remote_write(path, what)
+    def _refusing(what: str):
+        def refused(self, path, *args, **kwargs):
+            raise refuse_remote_write(path, what)
+        refused.__doc__ = f"Refused: an object store is read, never written ({what})."
+        return refused
 
-    def write_at(self, path, offset, data):
-        self._refuse(path, "write into")
-
-    def replace(self, path, data, *, fsync=False):
-        self._refuse(path, "replace a file of")
-
-    def rename(self, src, dst):
-        self._refuse(src, "rename within")
-
-    def fsync(self, path):
-        self._refuse(path, "fsync")
-
-    def fsync_dir(self, path):
-        self._refuse(path, "fsync")
-
-    def truncate(self, path, size):
-        self._refuse(path, "truncate")
-
-    def remove(self, path):
-        self._refuse(path, "remove from")
-
-    def rmdir(self, path):
-        self._refuse(path, "remove from")
-
-    def makedirs(self, path):
-        self._refuse(path, "create directories in")
+    write_at = _refusing("write into")
+    replace = _refusing("replace a file of")
+    rename = _refusing("rename within")
+    fsync = _refusing("fsync")
+    fsync_dir = _refusing("fsync")
+    truncate = _refusing("truncate")
+    remove = _refusing("remove from")
+    rmdir = _refusing("remove from")
+    makedirs = _refusing("create directories in")
+    del _refusing

@@ -49,7 +49,7 @@ def _info(path: str, as_json: bool) -> int:
         from .record.record import KNOWN_SECTIONS
         present = {n for n in store.list_dir("") if read_node(store, n) is not None}
         sections = [n for n in KNOWN_SECTIONS if n in present] + sorted(present - set(KNOWN_SECTIONS))
-        info: dict = {"path": path, "form": "zip" if os.path.isfile(path) else "directory",
+        info: dict = {"path": path, "form": "zip" if type(store).__name__ == "ZipStore" else "directory",
                       "bytes_on_disk": total, "sections": sections, "arrays": arrays}
         for doc in ("meta", "status", "method"):
             node = read_node(store, doc)
@@ -144,7 +144,8 @@ def _print_forcefield(d: dict) -> None:
 def _validate(path: str, deep: bool, as_json: bool) -> int:
     from .progress import Bar
     from .validate import validate
-    if not os.path.exists(path):
+    from .fs.remote import is_url
+    if not is_url(path) and not os.path.exists(path):
         raise MrecError("no such file or directory", path=path)
     with Bar("validate", unit="arrays", enabled=None if deep and not as_json else False) as bar:
         report = validate(path, deep=deep, progress=bar)
@@ -235,10 +236,13 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true")
     from .repair import add_repair_command
     add_repair_command(sub)
+    from .repack import add_repack_command
+    add_repack_command(sub)
     p = sub.add_parser("fixtures", help="write the golden fixture catalogue (valid and invalid stores + sidecars)")
     p.add_argument("out", nargs="?", default="fixtures-out")
-    p = sub.add_parser("pack", help="<stem>.mrec/ -> <stem>.mrec.zip")
+    p = sub.add_parser("pack", help="<stem>.mrec/ -> <stem>.mrec.zip (or OUT, a path or a URL to stream up to)")
     p.add_argument("path")
+    p.add_argument("out", nargs="?", default=None)
     p.add_argument("--keep", action="store_true", help="keep the directory after packing")
     p = sub.add_parser("unpack", help="<stem>.mrec.zip -> <stem>.mrec/")
     p.add_argument("path")
@@ -258,6 +262,8 @@ def main(argv=None) -> int:
             return _validate(args.path, args.deep, args.json)
         if args.cmd == "repair":
             return args.func(args)
+        if args.cmd == "repack":
+            return args.func(args)
         if args.cmd == "fixtures":
             from .fixtures import make_fixtures, summary
             out = Path(args.out)
@@ -267,7 +273,7 @@ def main(argv=None) -> int:
             from .pack import pack
             from .progress import Bar
             with Bar("pack") as bar:
-                out = pack(args.path, keep=args.keep, progress=bar)
+                out = pack(args.path, keep=args.keep, progress=bar, out=args.out)
             print(out)
             return 0
         if args.cmd == "unpack":

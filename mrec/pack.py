@@ -173,6 +173,10 @@ def _check_lock(fs: FileSystem, root: str) -> bool:
 def plan_pack(path: str | os.PathLike, *, fs: FileSystem | None = None, out: str | os.PathLike | None = None,
               overwrite: bool = False) -> PackPlan:
     """Check every refusal of :func:`pack` and return the plan; modifies nothing."""
+    from .fs.remote import is_url, refuse_remote_write
+    for p, what in ((path, "pack from"), (out, "pack into")):
+        if is_url(p):
+            raise refuse_remote_write(p, what)
     fs = fs if fs is not None else DEFAULT_FS
     root = os.fspath(path).rstrip("/") or os.fspath(path)
     _check_record_dir(fs, root)
@@ -218,17 +222,28 @@ def _verify_archive(fs: FileSystem, plan: PackPlan, tmp: str) -> None:
 
 def pack(path: str | os.PathLike, *, keep: bool = False, fs: FileSystem | None = None,
          out: str | os.PathLike | None = None, overwrite: bool = False,
-         progress: Progress | None = None, zip64_threshold: int = 0xFFFFFFFF) -> pathlib.Path:
+         progress: Progress | None = None, zip64_threshold: int = 0xFFFFFFFF,
+         storage_options: dict | None = None) -> pathlib.Path | str:
     """Pack the closed record ``<stem>.mrec/`` into ``<stem>.mrec.zip`` (or ``out``).
 
     Refuses with :class:`RefusalError` (kinds ``not_a_record``,
     ``live_writer``, ``stray_temp_files``, ``exists``, ``bad_target``)
-    before anything is modified.  A lock left by a dead writer is not
+    before anything is modified.  ``out`` may be a URL (``s3://bucket/run.mrec.zip``, with
+    ``storage_options``): the archive is then streamed up with no temporary file (mrec.pack_remote)
+    and the URL returned.  A lock left by a dead writer is not
     packed.  The source tree is removed after the archive is durable unless
     ``keep``.  ``progress(done_bytes, total_bytes)`` is called as bytes are
     copied.
     """
     fs = fs if fs is not None else DEFAULT_FS
+    from .fs.remote import is_url
+    if is_url(out) and not is_url(path):      # stream the archive up (mrec.pack_remote); returns the URL
+        from .fs.remote import storage_options_from_env
+        from .pack_remote import pack_to_url
+        plan = plan_pack(path, fs=fs, overwrite=True)       # the local checks; the target is the URL
+        return pack_to_url(plan, out, keep=keep, meter=_Meter(plan.total_bytes, progress), fs=fs,
+                           storage_options=storage_options if storage_options is not None
+                           else storage_options_from_env(), zip64_threshold=zip64_threshold)
     plan = plan_pack(path, fs=fs, out=out, overwrite=overwrite)
     _check_target_dir(fs, plan.target)
     meter = _Meter(plan.total_bytes, progress)
@@ -307,6 +322,10 @@ def unpack(zip_path: str | os.PathLike, *, out: str | os.PathLike | None = None,
     a half-unpacked directory under the final name.  ``keep=False`` removes
     the archive afterwards.
     """
+    from .fs.remote import is_url, refuse_remote_write
+    for p, what in ((out, "unpack into"), (zip_path, "unpack in place at")):
+        if is_url(p):
+            raise refuse_remote_write(p, what)
     fs = fs if fs is not None else DEFAULT_FS
     archive = os.fspath(zip_path)
     target = _unpack_target(archive, out)

@@ -27,6 +27,9 @@ __all__ = ["repair", "RepairReport", "ShardRepair", "add_repair_command", "main"
 
 def repair(path, *, dry_run: bool = False, fs=None) -> RepairReport:
     """Check and repair the shard indexes of the trajectory in the ``*.mrec`` directory ``path``."""
+    from .fs.remote import is_url, refuse_remote_write
+    if is_url(path):
+        raise refuse_remote_write(path, "repair")
     p = os.fspath(path)
     if not os.path.isdir(p):
         raise StoreError("repair works on a *.mrec directory (a packed *.mrec.zip is never appended to)", path=p)

@@ -119,6 +119,7 @@ class _Checker:
         self.progress = progress
         self.fs = fs
         self.store = None
+        self.storage_options = None
         self._seen: set[tuple[str, str]] = set()
 
     # -- reporting ------------------------------------------------------------------
@@ -146,17 +147,26 @@ class _Checker:
     # -- the checks -----------------------------------------------------------------
     def run(self) -> Report:
         path = self.report.path
+        from .fs.remote import is_url
         from .record.trajectory_read import open_store
-        if os.path.isfile(path):
+        remote = is_url(path)       # a URL opens read-only through mrec.fs.remote
+        packed = path.endswith(".zip") if remote else os.path.isfile(path)
+        if packed and not remote:
             self.check_zip(path)
         if not (path.rstrip("/").endswith(".mrec") or path.endswith(".mrec.zip")):
             self.add("N-1.1n", path, "a record is named <stem>.mrec (directory) or <stem>.mrec.zip (archive)",
                      severity="warning")
         try:
-            self.store = open_store(path, fs=self.fs)
+            self.store = open_store(path, fs=self.fs, storage_options=self.storage_options)
         except MrecError as exc:
-            self.error(exc, "C-ZIP-2" if os.path.isfile(path) else "N-1.1a", path)
+            self.error(exc, "C-ZIP-2" if packed else "N-1.1a", path)
             return self.report
+        if packed and remote:                     # the archive checked through the same file system
+            self.check_zip(path, self.store.fs)
+        return self.run_checks()
+
+    def run_checks(self) -> Report:
+        path = self.report.path
         try:
             root = self.attempt(read_node, self.store, "", rule="N-1.1a", where=path)
             if not isinstance(root, GroupMetadata):
@@ -174,9 +184,9 @@ class _Checker:
             self.store.close()
         return self.report
 
-    def check_zip(self, path: str) -> None:
+    def check_zip(self, path: str, fs=None) -> None:
         from .zarr.zipstore import zip_problems
-        for message in zip_problems(path, self.fs, check_crc=self.deep):
+        for message in zip_problems(path, fs or self.fs, check_crc=self.deep):
             rule = "C-ZIP-2" if any(w in message.lower() for w in ("central directory", "end record", "zip64",
                                                                  "truncated", "not a zip")) else "C-ZIP-1"
             entry, _, detail = message.partition(": ")
@@ -387,24 +397,9 @@ class _Checker:
 
     def logical_rows(self, sections: dict) -> dict[str, int]:
         """Array path -> rows within the logical length (trajectory arrays only)."""
+        from .record.trajectory_read import logical_lengths
         reader = sections.get("trajectory")
-        if reader is None:
-            return {}
-        lay = reader.layout
-        out: dict[str, int] = {"trajectory/step": lay.nstep, "trajectory/time": lay.nstep}
-        for key in lay.meta:
-            out[f"trajectory/meta/{key}"] = lay.nstep
-        for name, bl in lay.blocks.items():
-            rows = bl.total_rows
-            for c in bl.columns:
-                out[f"trajectory/{name}/{c}"] = rows
-            for c in bl.masks:
-                out[f"trajectory/{name}/_validity/{c}"] = rows
-            out[f"trajectory/{name}/offset"] = bl.n_updates + 1 if bl.n_updates else 0
-            out[f"trajectory/{name}/step_index"] = bl.n_updates
-        for a in ("vectors", "origin", "boundary", "step_index"):
-            out[f"trajectory/box/{a}"] = lay.box.n_updates
-        return out
+        return {} if reader is None else logical_lengths(reader.layout)
 
     def check_chunks(self, nodes: dict, sections: dict) -> None:
         logical = self.logical_rows(sections)
@@ -537,7 +532,11 @@ FF_KIND_RULES: dict[str, str] = {
 }
 
 
-def validate(path, *, deep: bool = False, progress: Progress | None = None, fs=None) -> Report:
-    """Check the store at ``path`` (``*.mrec`` directory or ``*.mrec.zip``) and return a :class:`Report`."""
-    return _Checker(os.fspath(path), deep, progress, fs).run()
+def validate(path, *, deep: bool = False, progress: Progress | None = None, fs=None,
+             storage_options=None) -> Report:
+    """Check the store at ``path`` (``*.mrec`` directory or ``*.mrec.zip``, local or a URL) and return a
+    :class:`Report`."""
+    checker = _Checker(os.fspath(path), deep, progress, fs)
+    checker.storage_options = storage_options
+    return checker.run()
 

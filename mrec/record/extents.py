@@ -62,11 +62,30 @@ class Extent:
     shard_rows: int
 
 
-def column_extent(rpc: int, rb: int) -> Extent:
-    return Extent(rpc, rpc * chunks_per_shard(rpc * max(1, rb)))
+def column_extent(rpc: int, rb: int, expected_rows: int | None = None) -> Extent:
+    """``expected_rows`` (the writer's size hint): no more chunks a shard than that many rows fill."""
+    cps = chunks_per_shard(rpc * max(1, rb))
+    if expected_rows is not None:
+        cps = max(1, min(cps, -(-expected_rows // rpc)))
+    return Extent(rpc, rpc * cps)
 
 
 DENSE_EXTENT = Extent(DENSE_CHUNK_ROWS, DENSE_CHUNK_ROWS * DENSE_CHUNKS_PER_SHARD)
+
+
+def hinted_rows_per_chunk(rpc: int, frame_rows: int | None, expected_frames: int | None) -> int:
+    """The size hint: a chunk holds no more rows than ``expected_frames`` frames (still whole frames)."""
+    if not expected_frames or not frame_rows:
+        return rpc
+    return max(frame_rows, min(rpc, expected_frames * frame_rows))
+
+
+def dense_extent(expected_frames: int | None) -> Extent:
+    """Dense arrays under the size hint: one inner chunk of expected_frames + 1 rows (offset has one more
+    entry than updates), a shard of one chunk; the reference 1024 x 256 without a hint or past it."""
+    if not expected_frames or expected_frames + 1 >= DENSE_CHUNK_ROWS:
+        return DENSE_EXTENT
+    return Extent(expected_frames + 1, expected_frames + 1)
 
 
 def flush_every(frame_bytes_total: int, frames_per_chunk_of_largest: int) -> int:

@@ -197,6 +197,9 @@ def _fsync_tree(store: DirectoryStore, keys: list[str]) -> None:
 
 
 def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
+    from ..fs.remote import is_url, refuse_remote_write
+    if is_url(path):
+        raise refuse_remote_write(path, "write a record to")
     fs = fs or DEFAULT_FS
     final = os.path.abspath(os.fspath(path))
     if fs.exists(final) and not overwrite:
@@ -314,16 +317,19 @@ def _section_names(store) -> list[str]:
     return sorted(n for n in store.list_dir("") if read_node(store, n) is not None)
 
 
-def read_record(path, *, fs=None) -> Record:
+def read_record(path, *, fs=None, storage_options=None) -> Record:
     """Read a record (``*.mrec`` directory or ``*.mrec.zip``) into a :class:`Record`.
 
     The trajectory is opened (its committed frames readable through
     ``record.trajectory``), everything else is read.  Close the record (or
     use ``with``) to release a zip archive.
     """
-    store = open_store(path, fs=fs)
+    store = open_store(path, fs=fs, storage_options=storage_options)
     try:
-        return _read(store, os.fspath(path))
+        rec = _read(store, os.fspath(path))
+        if rec.trajectory is not None:
+            rec.trajectory.storage_options = storage_options
+        return rec
     except BaseException:
         store.close()
         raise
@@ -382,11 +388,12 @@ def _read(store, path: str) -> Record:
     return rec
 
 
-def read_frame(path, index: int | None = None, *, group: str | None = None, fs=None) -> Frame:
+def read_frame(path, index: int | None = None, *, group: str | None = None, fs=None,
+               storage_options=None) -> Frame:
     """The record's ``frame/`` section; with ``index`` the resolved trajectory frame ``index``; with
     ``group`` the frame-shaped group at that path of any Zarr store (``""``: the store's root, a
     bare frame store as other tools write one)."""
-    store = open_store(path, fs=fs)
+    store = open_store(path, fs=fs, storage_options=storage_options)
     try:
         if group is not None:
             if index is not None:
@@ -591,9 +598,9 @@ def write_section(path, name: str, value: Any, *, overwrite: bool = False, compr
     return _add_node(path, name, write, overwrite=overwrite, fs=fs)
 
 
-def sections(path, *, fs=None) -> list[str]:
+def sections(path, *, fs=None, storage_options=None) -> list[str]:
     """Names of the root sections of a record, ``meta`` first (present even when only implied)."""
-    store = open_store(path, fs=fs)
+    store = open_store(path, fs=fs, storage_options=storage_options)
     try:
         root = read_node(store, "")
         if not isinstance(root, GroupMetadata):

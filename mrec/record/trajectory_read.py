@@ -48,8 +48,21 @@ def refuse(kind: str, message: str, path: str | None = None) -> RefusalError:
     return RefusalError(message, path=path, kind=kind)
 
 
-def open_store(path, *, fs=None, readonly=True):
-    """A store for a ``*.mrec`` directory or a ``*.mrec.zip`` archive."""
+def open_store(path, *, fs=None, readonly=True, storage_options=None):
+    """A store for a ``*.mrec`` directory or a ``*.mrec.zip`` archive, local or at a URL.
+
+    A URL (``s3://``, ``http(s)://``, anything fsspec knows; ``storage_options`` go to fsspec, or
+    JSON in ``MREC_STORAGE_OPTIONS``) opens read-only through :mod:`mrec.fs.remote`: a URL ending
+    in ``.zip`` is a packed record, any other an uploaded directory.
+    """
+    from ..fs.remote import is_url, storage_options_from_env
+    from ..zarr.remote import open_remote_store
+    if is_url(path):
+        if not readonly:
+            from ..fs.remote import refuse_remote_write
+            raise refuse_remote_write(path, "open for writing")
+        return open_remote_store(path, storage_options if storage_options is not None
+                                 else storage_options_from_env())
     p = os.fspath(path)
     if os.path.isdir(p):
         return DirectoryStore(p, fs=fs, readonly=readonly)
@@ -513,12 +526,35 @@ def _meta_value(tag: str, v, where: str = ""):
     return int(v)
 
 
+def logical_lengths(lay: Layout) -> dict[str, int]:
+    """Array path -> rows within the reopen rule's logical length, for every trajectory array."""
+    out: dict[str, int] = {"trajectory/step": lay.nstep, "trajectory/time": lay.nstep}
+    for key in lay.meta:
+        out[f"trajectory/meta/{key}"] = lay.nstep
+    for name, bl in lay.blocks.items():
+        rows = bl.total_rows
+        for c in bl.columns:
+            out[f"trajectory/{name}/{c}"] = rows
+        for c in bl.masks:
+            out[f"trajectory/{name}/_validity/{c}"] = rows
+        out[f"trajectory/{name}/offset"] = bl.n_updates + 1 if bl.n_updates else 0
+        out[f"trajectory/{name}/step_index"] = bl.n_updates
+    for a in ("vectors", "origin", "boundary", "step_index"):
+        out[f"trajectory/box/{a}"] = lay.box.n_updates
+    return out
+
+
+def _reopen_reader(path, storage_options):
+    return TrajectoryReader(path, storage_options=storage_options)
+
+
 class TrajectoryReader:
     """Random access to the committed frames of a trajectory (``*.mrec`` or ``*.mrec.zip``)."""
 
-    def __init__(self, path, *, fs=None, store=None):
+    def __init__(self, path, *, fs=None, store=None, storage_options=None):
         self.path = os.fspath(path) if path is not None else None
-        self.store = store if store is not None else open_store(path, fs=fs)
+        self.storage_options = storage_options
+        self.store = store if store is not None else open_store(path, fs=fs, storage_options=storage_options)
         self.layout = load_layout(self.store)
         self._steps: np.ndarray | None = None
         self._times: np.ndarray | None = None
@@ -551,6 +587,12 @@ class TrajectoryReader:
 
     def close(self) -> None:
         self.store.close()
+
+    def __reduce__(self):
+        """Pickled by path or URL + ``storage_options`` (a Dask worker reopens it; nothing read travels)."""
+        if self.path is None:
+            raise TypeError("a TrajectoryReader opened on a store object cannot be pickled: open it by path or URL")
+        return (_reopen_reader, (self.path, self.storage_options))
 
     def __enter__(self):
         return self

@@ -125,8 +125,8 @@ def _array_meta(dtype: str, trailing, extent: X.Extent, bb: list, attributes=Non
                                 (extent.shard_rows, *chunk_trailing), codecs, attributes=attributes)
 
 
-def _dense_meta(dtype: str, trailing=(), attributes=None) -> ArrayMetadata:
-    return _array_meta(dtype, trailing, X.DENSE_EXTENT, X.bytes_to_bytes(dtype, precision=False, dense=True,
+def _dense_meta(dtype: str, trailing=(), attributes=None, extent: X.Extent = X.DENSE_EXTENT) -> ArrayMetadata:
+    return _array_meta(dtype, trailing, extent, X.bytes_to_bytes(dtype, precision=False, dense=True,
                                                                           compression=X.Compression()), attributes)
 
 
@@ -289,6 +289,12 @@ def _write_errors(what: str):
     return wrap
 
 
+def _refuse_url(path, action: str) -> None:
+    from ..fs.remote import is_url, refuse_remote_write
+    if is_url(path):
+        raise refuse_remote_write(path, action)
+
+
 class TrajectoryWriter:
     """Streams frames into ``trajectory/`` of a ``*.mrec`` directory store.
 
@@ -329,7 +335,9 @@ class TrajectoryWriter:
     @classmethod
     @_write_errors("creating the trajectory")
     def create(cls, path, schema, *, flush_every: int | None = None, compression=None, durable: bool = True,
-               meta: dict | None = None, fs=None, profile: str = "reference") -> "TrajectoryWriter":
+               meta: dict | None = None, fs=None, profile: str = "reference",
+               expected_frames: int | None = None) -> "TrajectoryWriter":
+        _refuse_url(path, "create a trajectory at")
         path = os.fspath(path)
         if profile not in X.PROFILES:
             raise RefusalError(f"profile {profile!r} is not one of {', '.join(X.PROFILES)}", kind="bad_profile")
@@ -358,6 +366,7 @@ class TrajectoryWriter:
             written.append("meta/zarr.json")
         w._acquire_lock()
         w._use_profile(profile, compression)
+        w._use_size_hint(expected_frames)
         w._create_layout(written)
         w.flush_every = flush_every if flush_every is not None else w._auto_k()
         w._check_flush_every()
@@ -375,6 +384,7 @@ class TrajectoryWriter:
     @_write_errors("reopening the trajectory")
     def open(cls, path, *, flush_every: int | None = None, durable: bool = True, fs=None,
              compression=None) -> "TrajectoryWriter":
+        _refuse_url(path, "append to")
         path = os.fspath(path)
         if not os.path.isdir(path):
             raise StoreError("a trajectory is appended to in its *.mrec directory (unpack a *.mrec.zip first)", path=path)
@@ -461,19 +471,40 @@ class TrajectoryWriter:
         if profile == "compact" and compression is None:
             self.compression = X.Compression("zstd", X.COMPACT_ZSTD_LEVEL)
 
+    expected_frames: int | None = None      # the size hint (create only; extents are frozen after)
+    dense_extent = X.DENSE_EXTENT
+
+    def _use_size_hint(self, expected_frames) -> None:
+        """``expected_frames``: size chunks and shard indexes for a run of about that many frames (more
+        frames are fine: they open more shards).  The reference extents stay the default."""
+        if expected_frames is None:
+            return
+        if isinstance(expected_frames, bool) or not isinstance(expected_frames, int) or expected_frames < 1:
+            raise RefusalError(f"expected_frames {expected_frames!r} is not a positive integer",
+                               kind="bad_expected_frames")
+        self.expected_frames = expected_frames
+        self.dense_extent = X.dense_extent(expected_frames)
+
+    def _expected_rows(self, decl) -> int | None:
+        if self.expected_frames is None:
+            return None
+        return self.expected_frames * max(1, decl.frame_rows or 1)
+
     def _block_extent(self, decl) -> tuple[int, dict[str, int]]:
         rbs = {c: row_bytes(cd.dtype, cd.trailing) for c, cd in decl.columns.items()}
         narrow = min(rbs.values()) if rbs else 1
         frames = X.COMPACT_FRAMES_PER_CHUNK if self.profile == "compact" else 1
-        return X.rows_per_chunk(decl.frame_rows, narrow, frames), rbs
+        rpc = X.rows_per_chunk(decl.frame_rows, narrow, frames)
+        return X.hinted_rows_per_chunk(rpc, decl.frame_rows, self.expected_frames), rbs
 
     def _column_meta(self, decl, col: str, rpc: int, rb: int) -> ArrayMetadata:
         cd = decl.columns[col]
         bb = X.bytes_to_bytes(cd.dtype, precision=cd.precision is not None, dense=False, compression=self.compression)
-        return _array_meta(cd.dtype, cd.trailing, X.column_extent(rpc, rb), bb)
+        return _array_meta(cd.dtype, cd.trailing, X.column_extent(rpc, rb, self._expected_rows(decl)), bb)
 
-    def _mask_meta(self, rpc: int) -> ArrayMetadata:
-        return _array_meta("bool", (), X.column_extent(rpc, 1), X.bytes_to_bytes("bool", precision=False, dense=False,
+    def _mask_meta(self, rpc: int, decl=None) -> ArrayMetadata:
+        rows = self._expected_rows(decl) if decl is not None else None
+        return _array_meta("bool", (), X.column_extent(rpc, 1, rows), X.bytes_to_bytes("bool", precision=False, dense=False,
                                                                                       compression=self.compression))
 
     def _create_layout(self, written: list[str]) -> None:
@@ -494,7 +525,7 @@ class TrajectoryWriter:
                 bs.cols[col] = _Writer(arr, 0, new=False)
                 written.append(meta_key(arr.path))
                 if cd.nullable:
-                    m = Array.create(st, f"{bs.path}/_validity/{col}", self._mask_meta(rpc))
+                    m = Array.create(st, f"{bs.path}/_validity/{col}", self._mask_meta(rpc, decl))
                     bs.masks[col] = _Writer(m, 0, new=False)
                     written.append(meta_key(m.path))
             self.blocks[name] = bs
@@ -503,7 +534,7 @@ class TrajectoryWriter:
             written.append(meta_key(f"{TRAJ}/meta"))
             for key, md in self.schema.meta.items():
                 dtype, trailing = tag_layout(md.tag)
-                arr = Array.create(st, f"{TRAJ}/meta/{key}", _dense_meta(dtype, trailing, {"meta_dtype": md.tag}))
+                arr = Array.create(st, f"{TRAJ}/meta/{key}", _dense_meta(dtype, trailing, {"meta_dtype": md.tag}, self.dense_extent))
                 self.meta[key] = _Writer(arr, 0, new=False)
                 written.append(meta_key(arr.path))
 
@@ -555,7 +586,7 @@ class TrajectoryWriter:
         for key, md in self.schema.meta.items():
             if key not in self.meta:
                 dtype, trailing = tag_layout(md.tag)
-                arr = Array(st, f"{TRAJ}/meta/{key}", _dense_meta(dtype, trailing, {"meta_dtype": md.tag}))
+                arr = Array(st, f"{TRAJ}/meta/{key}", _dense_meta(dtype, trailing, {"meta_dtype": md.tag}, self.dense_extent))
                 if read_node(st, f"{TRAJ}/meta") is None:
                     write_group(st, f"{TRAJ}/meta")
                 self.meta[key] = _Writer(arr, 0, new=True)
@@ -576,7 +607,7 @@ class TrajectoryWriter:
                 b.mode = "arrays"
                 b.si = self._open_writer(read_arr(st, f"{TRAJ}/box/step_index"), bl.n_updates)
                 if b.si is None:    # the trivial step_index was omitted: write it when the cell next changes
-                    b.si = _Writer(Array(st, f"{TRAJ}/box/step_index", _dense_meta("u64")), 0, new=True)
+                    b.si = _Writer(Array(st, f"{TRAJ}/box/step_index", _dense_meta("u64", extent=self.dense_extent)), 0, new=True)
                     if bl.n_updates:
                         b.si.append(np.zeros(1, np.uint64))
                 b.vectors = self._open_writer(bl.vectors, bl.n_updates)
@@ -1142,7 +1173,7 @@ class TrajectoryWriter:
 
     # -- state changes --------------------------------------------------------------------------
     def _new_dense(self, path: str, dtype: str, trailing=()) -> _Writer:
-        return _Writer(Array(self.store, path, _dense_meta(dtype, trailing)), 0, new=True)
+        return _Writer(Array(self.store, path, _dense_meta(dtype, trailing, extent=self.dense_extent)), 0, new=True)
 
     def _add_series(self, s: _Series, v, name: str, dtype: str) -> None:
         if s.array is None and not s.fits(v):

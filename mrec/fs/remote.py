@@ -1,0 +1,408 @@
+"""A read-only :class:`~mrec.fs.base.FileSystem` over a URL (``s3://``, ``http(s)://``, anything fsspec knows).
+
+The chapter's scope (chunking-and-packing.md, "What the protocol guarantees"):
+live append needs a POSIX-like store; "an object store (S3, GCS) has none of
+these, so it holds closed records — written elsewhere, then uploaded, or
+packed into *.mrec.zip — and is read, never appended to."  So this file
+system reads and refuses every write.  It is not a second engine: the
+:class:`~mrec.zarr.store.DirectoryStore` (an uploaded ``*.mrec/`` tree) and
+the :class:`~mrec.zarr.zipstore.ZipStore` (a ``*.mrec.zip``) run over it
+unchanged, as they run over :class:`~mrec.fs.posix.PosixFileSystem`.
+
+Requests.  Every byte comes from one ranged GET (fsspec ``cat_file`` with
+``start``/``end``), counted in :attr:`RemoteFileSystem.requests`.  Since a
+closed record does not change, what is fetched is kept (an LRU bounded by
+``cache_bytes``) and sizes and listings are asked once:
+
+* a read that starts where an earlier fetch of the same object ended (a
+  forward walk: a sequential scan, the chunks after a shard index) fetches at
+  least ``readahead`` bytes (1 MiB), so neighbouring chunks arrive together;
+* any other read fetches its bytes, and at least 64 KiB (``MIN_FETCH``: the
+  local header of a zip entry then brings the shard index after it; a random
+  frame is one request per column chunk once its shard index is cached);
+* :meth:`prefetch` fetches a range ahead (the opener of a packed record asks
+  for the run of ``zarr.json`` entries the packer put first, so opening costs
+  the size, the archive's tail and that one range: three requests);
+* the directory form lists its whole tree once (one recursive listing), which
+  then answers every ``size`` / ``is_dir`` / ``list_dir``.
+
+A fetch that returns fewer or more bytes than the range asked for (a
+truncated body, a server ignoring ``Range``) or fails (an HTTP error, a lost
+connection) raises :class:`~mrec.errors.StoreError` naming the URL and the
+range; nothing of it is returned, so no wrong byte reaches a decoder (which
+checks every chunk's crc32c besides).
+
+fsspec (and s3fs for ``s3://``) is the ``remote`` extra: ``pip install
+'mrec[remote]'``.  It is imported only when a URL is opened.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+
+from ..errors import MrecError, RefusalError, StoreError
+
+MiB = 1024 * 1024
+READAHEAD = 1 * MiB
+MIN_FETCH = 64 * 1024    # no request for less: a zip entry's local header comes with its shard index
+CACHE_BYTES = 64 * MiB
+
+SCOPE = ("an object store holds closed records, written elsewhere and then uploaded or packed into "
+         "*.mrec.zip, and is read, never appended to (chunking-and-packing.md: live append needs a "
+         "POSIX-like store)")
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+
+
+def is_url(path) -> bool:
+    """True for ``scheme://...`` (a str); a local path or ``os.PathLike`` is not a URL."""
+    return isinstance(path, str) and bool(_URL.match(path))
+
+
+def refuse_remote_write(url: str, action: str) -> RefusalError:
+    """The refusal every write entry point raises for a URL."""
+    return RefusalError(f"cannot {action} a URL: {SCOPE}; write or append to a local *.mrec directory, "
+                        "then upload it or pack it", path=url, kind="remote_read_only")
+
+
+def storage_options_from_env() -> dict:
+    """``MREC_STORAGE_OPTIONS`` (a JSON object) for the command line; {} when unset."""
+    import json
+    import os
+    raw = os.environ.get("MREC_STORAGE_OPTIONS")
+    if not raw:
+        return {}
+    try:
+        opts = json.loads(raw)
+    except ValueError as exc:
+        raise RefusalError(f"MREC_STORAGE_OPTIONS is not JSON: {exc}", kind="bad_storage_options") from None
+    if not isinstance(opts, dict):
+        raise RefusalError("MREC_STORAGE_OPTIONS is not a JSON object", kind="bad_storage_options")
+    return opts
+
+
+def require(module: str, extra: str):
+    """Import an optional dependency or raise an MrecError naming the extra that brings it."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MrecError(f"{module} is needed for this ({exc}); install the extra: pip install 'mrec[{extra}]'",
+                        kind="missing_extra") from None
+
+
+class RemoteFileSystem:
+    """Read-only byte access to the objects under one URL, through fsspec."""
+
+    def __init__(self, url: str, storage_options: dict | None = None, *, readahead: int = READAHEAD,
+                 cache_bytes: int = CACHE_BYTES):
+        self.url = url.rstrip("/")
+        self.storage_options = dict(storage_options or {})
+        self.readahead = readahead
+        self.cache_bytes = cache_bytes
+        self._connect()
+
+    def _connect(self) -> None:
+        fsspec = require("fsspec", "remote")
+        try:
+            self._fs, _ = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        except ImportError as exc:
+            raise MrecError(f"no fsspec file system for {self.url!r} ({exc}); install the extra: "
+                            "pip install 'mrec[remote]'", kind="missing_extra") from None
+        except ValueError as exc:
+            raise StoreError(f"fsspec does not know this URL: {exc}", path=self.url) from None
+        self.requests = 0
+        self.bytes_fetched = 0
+        self._lock = threading.Lock()
+        self._blocks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._cached = 0
+        self._ends: dict[str, set[int]] = {}
+        self._sizes: dict[str, int] = {}
+        self._tree: dict[str, int | None] | None = None     # rel key -> size (None: a directory)
+        self._pages: dict[str, dict[str, bool] | None] = {}    # HTTP: rel dir -> {child: is_dir}
+        self._listed = False     # the directory form: size / is_dir / exists answered from listings
+
+    # pickled by URL + options (a Dask worker reconnects; nothing fetched travels)
+    def __getstate__(self):
+        return {"url": self.url, "storage_options": self.storage_options, "readahead": self.readahead,
+                "cache_bytes": self.cache_bytes}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._connect()
+
+    # -- paths -------------------------------------------------------------------------
+    @property
+    def _http(self) -> bool:
+        proto = self._fs.protocol
+        return bool({"http", "https"} & set(proto if isinstance(proto, (tuple, list)) else (proto,)))
+
+    def _rel(self, path: str) -> str | None:
+        path = path.rstrip("/")
+        if path == self.url:
+            return ""
+        if path.startswith(self.url + "/"):
+            return path[len(self.url) + 1:]
+        return None
+
+    def _remote(self, path: str) -> str:
+        """The URL fsspec is given: over HTTP each key component is percent-encoded (a key may hold '%')."""
+        rel = self._rel(path)
+        if not rel or not self._http:
+            return path
+        from urllib.parse import quote
+        return self.url + "/" + "/".join(quote(part, safe="") for part in rel.split("/"))
+
+    def _load_tree(self) -> dict[str, int | None] | None:
+        """One recursive listing of the record's tree (object stores: one request per 1000 keys);
+        None over HTTP, where a directory is listed page by page when asked (:meth:`_page`)."""
+        if self._tree is not None or self._http:
+            return self._tree
+        try:
+            found = self._fs.find(self.url, withdirs=True, detail=True)
+        except FileNotFoundError:
+            found = {}
+        except Exception as exc:      # noqa: BLE001  (any transport failure is a StoreError)
+            raise StoreError(f"listing failed: {type(exc).__name__}: {exc}", path=self.url) from None
+        self.requests += 1
+        base = self._fs._strip_protocol(self.url).rstrip("/")
+        tree: dict[str, int | None] = {"": None}
+        for name, info in found.items():
+            n = self._fs._strip_protocol(name).rstrip("/")
+            if not n.startswith(base + "/"):
+                continue
+            rel = n[len(base) + 1:]
+            parts = rel.split("/")
+            for i in range(1, len(parts)):
+                tree["/".join(parts[:i])] = None
+            if info.get("type") == "directory":
+                tree[rel] = None
+            elif tree.get(rel, 0) is not None:
+                size = info.get("size")
+                tree[rel] = -1 if size is None else int(size)    # -1: sized on first use
+        self._tree = tree
+        return tree
+
+    def _page(self, rel: str) -> dict[str, bool] | None:
+        """An HTTP directory listing page: child name -> is a directory (None: not a listable directory)."""
+        if rel in self._pages:
+            return self._pages[rel]
+        from urllib.parse import unquote
+        url = self._remote(self.url + "/" + rel if rel else self.url) + "/"
+        try:
+            names = self._fs.ls(url, detail=False)
+        except FileNotFoundError:
+            names = None
+        except Exception as exc:      # noqa: BLE001
+            raise StoreError(f"listing failed: {type(exc).__name__}: {exc}", path=url) from None
+        self.requests += 1
+        page = None
+        if names is not None:
+            page = {}
+            for n in names:
+                if not n.startswith(url):
+                    continue
+                child = n[len(url):]
+                is_dir = child.endswith("/")
+                child = unquote(child.rstrip("/"))
+                if child and "/" not in child:
+                    page[child] = is_dir
+        self._pages[rel] = page
+        return page
+
+    def _kind(self, rel: str) -> str | None:
+        """'dir', 'file' or None (absent) from the listings, without a request per file."""
+        if rel == "":
+            return "dir"
+        tree = self._load_tree()
+        if tree is not None:
+            if rel not in tree:
+                return None
+            return "dir" if tree[rel] is None else "file"
+        parent, _, name = rel.rpartition("/")
+        page = self._page(parent)
+        if page is None or name not in page:
+            return None
+        return "dir" if page[name] else "file"
+
+    # -- read ------------------------------------------------------------------------------
+    def size(self, path: str) -> int:
+        n = self._sizes.get(path)
+        if n is not None:
+            return n
+        rel = self._rel(path)
+        if rel is not None and self._listed:
+            kind = self._kind(rel)
+            if kind is None:
+                raise FileNotFoundError(path)
+            if kind == "dir":
+                raise IsADirectoryError(path)
+            v = self._tree.get(rel, -1) if self._tree is not None else -1
+            if v is not None and v >= 0:
+                self._sizes[path] = v
+                return v
+        try:
+            info = self._fs.info(self._remote(path))
+        except FileNotFoundError:
+            raise
+        except Exception as exc:      # noqa: BLE001
+            raise StoreError(f"asking the size failed: {type(exc).__name__}: {exc}", path=path) from None
+        self.requests += 1
+        if info.get("type") == "directory":
+            raise IsADirectoryError(path)
+        n = info.get("size")
+        if n is None:
+            raise StoreError("the server does not tell the object's size (no Content-Length); mrec reads "
+                             "remote records by byte ranges", path=path)
+        self._sizes[path] = int(n)
+        return int(n)
+
+    def read(self, path: str) -> bytes:
+        if path in self._sizes or (self._listed and self._tree is not None):   # sized by the listing
+            return self.read_range(path, 0, self.size(path))
+        rel = self._rel(path)
+        if rel is not None and self._listed and self._kind(rel) != "file":
+            raise FileNotFoundError(path) if self._kind(rel) is None else IsADirectoryError(path)
+        try:                                   # size unknown: one GET of the whole object
+            data = self._fs.cat_file(self._remote(path))
+        except FileNotFoundError:
+            raise
+        except Exception as exc:      # noqa: BLE001
+            raise StoreError(f"reading failed: {type(exc).__name__}: {exc}", path=path) from None
+        finally:
+            self.requests += 1
+        data = bytes(data)
+        self._sizes[path] = len(data)
+        self.bytes_fetched += len(data)
+        with self._lock:
+            self._keep(path, 0, data)
+        return data
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        size = self.size(path)
+        end = min(size, offset + max(0, length))
+        if offset >= end:
+            return b""
+        with self._lock:
+            hit = self._lookup(path, offset, end)
+            if hit is not None:
+                return hit
+            head = self._head(path, offset)      # a held block covering the start: fetch only the rest
+            start = offset + len(head)
+            fetch_end = min(size, max(end, start + MIN_FETCH))
+            if start in self._ends.get(path, ()):
+                fetch_end = min(size, max(end, start + self.readahead))
+        data = self._fetch(path, start, fetch_end)
+        with self._lock:
+            self._keep(path, start, data)
+        return head + data[: end - start]
+
+    def prefetch(self, path: str, offset: int, end: int) -> None:
+        """Fetch ``[offset, end)`` of ``path`` in one request and keep it (unless already held)."""
+        end = min(end, self.size(path))
+        if offset >= end:
+            return
+        with self._lock:
+            if self._lookup(path, offset, end) is not None:
+                return
+        data = self._fetch(path, offset, end)
+        with self._lock:
+            self._keep(path, offset, data)
+
+    def _lookup(self, path: str, offset: int, end: int) -> bytes | None:
+        for (p, start), block in reversed(self._blocks.items()):
+            if p == path and start <= offset and end <= start + len(block):
+                self._blocks.move_to_end((p, start))
+                return block[offset - start: end - start]
+        return None
+
+    def _head(self, path: str, offset: int) -> bytes:
+        """The held bytes from ``offset`` to the end of a block that covers ``offset`` (b"" if none)."""
+        for (p, start), block in self._blocks.items():
+            if p == path and start <= offset < start + len(block):
+                return block[offset - start:]
+        return b""
+
+    def _keep(self, path: str, start: int, data: bytes) -> None:
+        key = (path, start)
+        old = self._blocks.pop(key, None)
+        if old is not None:
+            self._cached -= len(old)
+        self._blocks[key] = data
+        self._cached += len(data)
+        self._ends.setdefault(path, set()).add(start + len(data))
+        while self._cached > self.cache_bytes and len(self._blocks) > 1:
+            (_p, _s), dropped = self._blocks.popitem(last=False)
+            self._cached -= len(dropped)
+
+    def _fetch(self, path: str, start: int, end: int) -> bytes:
+        try:
+            data = self._fs.cat_file(self._remote(path), start=start, end=end)
+        except FileNotFoundError:
+            raise StoreError(f"object vanished while reading bytes {start}..{end}", path=path) from None
+        except Exception as exc:      # noqa: BLE001  (any transport failure is a StoreError)
+            raise StoreError(f"reading bytes {start}..{end} failed: {type(exc).__name__}: {exc}",
+                             path=path) from None
+        finally:
+            self.requests += 1
+        if len(data) != end - start:
+            raise StoreError(f"the server returned {len(data)} bytes for the {end - start}-byte range "
+                             f"{start}..{end} (a truncated body, or Range not honoured); nothing of it is used",
+                             path=path)
+        self.bytes_fetched += len(data)
+        return bytes(data)
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.size(path)
+            return True
+        except IsADirectoryError:
+            return True
+        except FileNotFoundError:
+            return False
+
+    def is_dir(self, path: str) -> bool:
+        rel = self._rel(path)
+        if rel is not None and self._listed:
+            return self._kind(rel) == "dir"
+        try:
+            return bool(self._fs.isdir(self._remote(path)))
+        except Exception as exc:      # noqa: BLE001
+            raise StoreError(f"isdir failed: {type(exc).__name__}: {exc}", path=path) from None
+
+    def is_link(self, path: str) -> bool:
+        return False
+
+    def list_dir(self, path: str) -> list[str]:
+        rel = self._rel(path)
+        if rel is None:
+            raise FileNotFoundError(path)
+        kind = self._kind(rel)
+        if kind is None:
+            raise FileNotFoundError(path)
+        if kind == "file":
+            raise NotADirectoryError(path)
+        tree = self._load_tree()
+        if tree is None:
+            return sorted(self._page(rel) or {})
+        lead = rel + "/" if rel else ""
+        return sorted({k[len(lead):].split("/", 1)[0] for k in tree if k and k.startswith(lead)})
+
+    # -- every write is refused -----------------------------------------------------------
+    def _refusing(what: str):
+        def refused(self, path, *args, **kwargs):
+            raise refuse_remote_write(path, what)
+        refused.__doc__ = f"Refused: an object store is read, never written ({what})."
+        return refused
+
+    write_at = _refusing("write into")
+    replace = _refusing("replace a file of")
+    rename = _refusing("rename within")
+    fsync = _refusing("fsync")
+    fsync_dir = _refusing("fsync")
+    truncate = _refusing("truncate")
+    remove = _refusing("remove from")
+    rmdir = _refusing("remove from")
+    makedirs = _refusing("create directories in")
+    del _refusing

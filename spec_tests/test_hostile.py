@@ -801,3 +801,38 @@ def test_stored_json_meta_value_that_is_no_document_refused(tmp_path, stored, wh
     with pytest.raises(mrec.RefusalError) as e:
         mrec.TrajectoryReader(p)[0]
     assert e.value.kind == "meta_tag_mismatch" and "trajectory/meta/d" in str(e.value) and why in str(e.value)
+
+
+@pytest.mark.parametrize("where", ["meta", "frame", "system", "status", "write_frame", "write_section"])
+def test_lone_surrogate_in_a_whole_record_refused_before_writing(tmp_path, where):
+    """Issue 17.12: write_record / write_frame / write_section refuse text UTF-8 cannot encode
+    (kind bad_string, naming where) and leave nothing at the path -- never a UnicodeEncodeError."""
+    import mrec
+    bad = "b\udcff"
+    good = mrec.Frame(blocks={"atoms": {"name": ["a", "b"], "x": np.zeros(2)}})
+    poisoned = mrec.Frame(blocks={"atoms": {"name": np.array(["a", bad], dtype=object), "x": np.zeros(2)}})
+    target = tmp_path / "r.mrec"
+    if where == "write_frame":
+        call = lambda: mrec.write_frame(target, poisoned, group="")  # noqa: E731
+    elif where == "write_section":
+        mrec.write_record(target, meta={"title": "t"}, frame=good)
+        before = sorted(p.relative_to(target) for p in target.rglob("*"))
+        with pytest.raises(mrec.RefusalError) as info:
+            mrec.write_section(target, "system", poisoned)
+        assert info.value.kind == "bad_string"
+        assert sorted(p.relative_to(target) for p in target.rglob("*")) == before
+        return
+    else:
+        kw = {"meta": {"title": "t"}, "frame": good}
+        if where == "meta":
+            kw["meta"] = {"title": bad}
+        elif where == "status":
+            kw["status"] = {"state": bad}
+        else:
+            kw[where] = poisoned
+        call = lambda: mrec.write_record(target, **kw)  # noqa: E731
+    with pytest.raises(mrec.RefusalError) as info:
+        call()
+    assert info.value.kind == "bad_string"
+    assert "surrogate" in str(info.value)
+    assert not target.exists() and list(tmp_path.iterdir()) == []

@@ -47,6 +47,7 @@ from .metrics import Metrics
 from .model import Frame, check_node_name
 from .nodes import Group, read_group_tree, write_group_tree
 from .observables import Observable, check_observables, read_observables, write_observables
+from .schema import check_text
 from .trajectory_read import TRAJ, TrajectoryReader, open_store
 
 __all__ = ["Record", "write_record", "read_record", "read_frame", "sections", "check_system_alignment",
@@ -210,6 +211,8 @@ def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
         raise _refuse("empty_record", "a record holds meta plus at least one of frame, system, trajectory, "
                                       "forcefield or status", final)
 
+    _check_record_text(rec, final)
+
     def build(store) -> list[str]:
         write_group(store, "", rec.root_attrs)                 # the root first,
         keys = [meta_key("")]
@@ -245,6 +248,25 @@ def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
         return keys
 
     return _new_store(final, build, overwrite=overwrite, fs=fs)
+
+
+def _check_record_text(rec: Record, final: str) -> None:
+    """Refuse (``bad_string``) a lone surrogate anywhere in the record's documents, frames and force
+    field before anything is written, naming where (issue 17.12: never a UnicodeEncodeError)."""
+    for doc in ("root_attrs", "meta", "status", "method"):
+        check_text(getattr(rec, doc), doc if doc != "root_attrs" else "root attributes", final)
+    for section in ("system", "frame"):
+        f = getattr(rec, section)
+        if f is not None:
+            check_text(f.blocks, f"{section}: blocks", final)
+            check_text(f.meta, f"{section}: meta", final)
+    if rec.forcefield is not None:
+        check_text(vars(rec.forcefield), "forcefield", final)
+
+
+def _unencodable_refusal(exc: UnicodeEncodeError, where: str) -> RefusalError:
+    return _refuse("bad_string", f"text UTF-8 cannot encode (a lone surrogate) in what was being written: "
+                                 f"{exc}; strings and names in a record are UTF-8 text", where)
 
 
 def _groups(sections: Mapping | None) -> dict[str, Group]:
@@ -451,7 +473,11 @@ def _new_store(path, write, *, overwrite: bool, fs) -> Path:
     store = DirectoryStore(tmp, fs=fs)
     try:
         store.makedirs("")
-        _fsync_tree(store, write(store))
+        try:
+            keys = write(store)
+        except UnicodeEncodeError as exc:
+            raise _unencodable_refusal(exc, final) from None
+        _fsync_tree(store, keys)
         _swap_in(fs, tmp, final, parent)
     except BaseException:
         if fs.exists(tmp):
@@ -501,7 +527,11 @@ def _add_node(root, node: str, write, *, overwrite: bool, fs) -> Path:
     tmp = posixpath.join(parent_node, tmp_name) if parent_node else tmp_name
     try:
         store.makedirs(tmp)
-        _fsync_tree(store, write(store, tmp))
+        try:
+            keys = write(store, tmp)
+        except UnicodeEncodeError as exc:
+            raise _unencodable_refusal(exc, store.describe(node)) from None
+        _fsync_tree(store, keys)
         parent_dir = os.path.join(final_root, *parts)
         _swap_in(fs, os.path.join(parent_dir, tmp_name), os.path.join(parent_dir, name), parent_dir)
     except BaseException:

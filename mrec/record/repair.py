@@ -51,6 +51,7 @@ class RepairReport:
     shards_checked: int = 0
     repaired: list[ShardRepair] = field(default_factory=list)
     unrecoverable: list[tuple[str, str]] = field(default_factory=list)
+    removed_temps: list[str] = field(default_factory=list)      # temp files of an atomic replace a crash left
 
     @property
     def ok(self) -> bool:
@@ -65,6 +66,10 @@ class RepairReport:
             lines.append(f"  {verb} {r.key}: {r.reason} -> {r.chunks} inner chunks, {r.cleared} stale entries cleared{tail}")
         for key, why in self.unrecoverable:
             lines.append(f"  unrecoverable {key}: {why}")
+        if self.removed_temps:
+            verb_t = "would remove" if self.dry_run else "removed"
+            shown = ", ".join(self.removed_temps[:5]) + (" ..." if len(self.removed_temps) > 5 else "")
+            lines.append(f"  {verb_t} {len(self.removed_temps)} temporary file(s) a crash left: {shown}")
         return "\n".join(lines)
 
 

@@ -27,7 +27,9 @@ import sys
 
 from .errors import MrecError, StoreError
 from .record.leftovers import link_refusal, prepare_for_writing, scan
+from .fs import DEFAULT_FS
 from .record.lock import lock_store
+from .record.replace import recover
 from .record.repair import RepairReport, ShardRepair, repair_store
 from .zarr.store import DirectoryStore
 
@@ -37,6 +39,8 @@ __all__ = ["repair", "RepairReport", "ShardRepair", "add_repair_command", "main"
 def repair(path, *, dry_run: bool = False, fs=None) -> RepairReport:
     """Check and repair the shard indexes of the trajectory in the ``*.mrec`` directory ``path``."""
     p = os.fspath(path)
+    if not dry_run:
+        recover(fs or DEFAULT_FS, os.path.abspath(p))    # an overwrite a crash interrupted (mrec.record.replace)
     if not os.path.isdir(p):
         raise StoreError("repair works on a *.mrec directory (a packed *.mrec.zip is never appended to)", path=p)
     store = DirectoryStore(p, fs=fs, readonly=dry_run)

@@ -13,8 +13,11 @@ What mrec decides where the spec is silent (docs/user-guide.md):
 * :func:`write_record` builds the record under a temporary sibling name,
   fsyncs it, and renames it into place: a crash never leaves a half record
   under the final name.  An existing path is refused unless
-  ``overwrite=True`` (then the old tree is replaced, atomically for readers
-  that open by name).
+  ``overwrite=True``: then the complete new record is first committed under
+  ``.mrec-tmp-new-<name>`` and swapped in; a crash anywhere leaves the old or
+  the new record under the name, or the new one under that sibling, from
+  which the next write / read / writer open / ``mrec repair`` of the name
+  rolls forward (:mod:`mrec.record.replace`).
 * Everything mrec does not model -- unknown root sections (``forcefield``
   included), unknown nodes inside known sections, the metrics WAL -- is kept
   as raw bytes per key and written back verbatim by :meth:`Record.write`;
@@ -27,13 +30,12 @@ from __future__ import annotations
 
 import os
 import posixpath
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import RefusalError
-from ..fs import DEFAULT_FS, remove_tree
+from ..fs import DEFAULT_FS
 from ..fs.posix import TEMP_MARK
 from ..zarr.array import meta_key, read_node, write_group
 from ..zarr.metadata import GroupMetadata
@@ -44,6 +46,7 @@ from .lock import LOCK_NAME
 from .metrics import Metrics
 from .model import Frame
 from .observables import Observable, check_observables, read_observables, write_observables
+from .replace import Build, recover
 from .trajectory_read import TRAJ, TrajectoryReader, open_store
 
 __all__ = ["Record", "write_record", "read_record", "read_frame", "sections", "check_system_alignment",
@@ -179,7 +182,8 @@ def _fsync_tree(store: DirectoryStore, keys: list[str]) -> None:
 def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
     fs = fs or DEFAULT_FS
     final = os.path.abspath(os.fspath(path))
-    if fs.exists(final) and not overwrite:
+    recover(fs, final)                             # an overwrite a crash interrupted, first
+    if (fs.exists(final) or fs.is_link(final)) and not overwrite:
         raise _refuse("exists", "the path exists (pass overwrite=True to replace it)", final)
     check_system_alignment(rec.system, rec.trajectory, final)
     if not _substantive(rec):
@@ -187,7 +191,8 @@ def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
                                       "forcefield or status", final)
     parent, name = os.path.split(final)
     fs.makedirs(parent)
-    tmp = os.path.join(parent, f"{TEMP_MARK}{name}.{secrets.token_hex(4)}")
+    build = Build(fs, final)                       # .mrec-tmp-<name>.<hex>, locked while built
+    tmp = build.start()
     store = DirectoryStore(tmp, fs=fs)
     try:
         store.makedirs("")
@@ -219,18 +224,12 @@ def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
                 store.set(key, raw)
                 keys.append(key)
         _fsync_tree(store, keys)
-        if fs.exists(final):
-            old = os.path.join(parent, f"{TEMP_MARK}old-{name}.{secrets.token_hex(4)}")
-            fs.rename(final, old)
-            fs.rename(tmp, final)
-            fs.fsync_dir(parent)
-            remove_tree(fs, old) if fs.is_dir(old) else fs.remove(old)
-        else:
-            fs.rename(tmp, final)
-            fs.fsync_dir(parent)
+        # under its name, or (overwrite) committed as .mrec-tmp-new-<name> and swapped in: see
+        # mrec.record.replace for why the path always leads to a complete record or is recovered
+        build.commit(overwrite=overwrite, refuse_exists=lambda: _refuse(
+            "exists", "the path exists (pass overwrite=True to replace it)", final))
     except BaseException:
-        if fs.exists(tmp):
-            remove_tree(fs, tmp)
+        build.abort()
         raise
     return Path(final)
 
@@ -291,6 +290,8 @@ def read_record(path, *, fs=None) -> Record:
     ``record.trajectory``), everything else is read.  Close the record (or
     use ``with``) to release a zip archive.
     """
+    if not str(path).endswith(".zip"):
+        recover(fs or DEFAULT_FS, os.path.abspath(os.fspath(path)))    # an interrupted overwrite
     store = open_store(path, fs=fs)
     try:
         return _read(store, os.fspath(path))

@@ -28,6 +28,7 @@ import struct
 import numpy as np
 
 from ..errors import CorruptionError, RefusalError, StoreError
+from ..fs import DEFAULT_FS
 from ..zarr.array import Array, ShardedAppender, meta_key, read_node, write_group
 from ..zarr.dtypes import DATA_TYPES
 from ..zarr.metadata import ArrayMetadata, GroupMetadata, json_dumps
@@ -38,6 +39,7 @@ from .dtypes import numpy_dtype, row_bytes, zarr_data_type
 from .model import Box, Frame
 from .leftovers import prepare_for_writing
 from .lock import lock_store
+from .replace import recover
 from .precision import round_to_precision, stack_rounded, stack_rows
 from .repair import repair_store
 from .schema import ABSENT, SequenceSchema
@@ -307,6 +309,7 @@ class TrajectoryWriter:
             raise RefusalError(f"schema {schema!r} is not a SequenceSchema", kind="declaration_mismatch")
         store = DirectoryStore(path, fs=fs)
         w = cls(store, schema, durable=durable, compression=X.Compression.parse(compression))
+        recover(store.fs, os.path.abspath(path))          # an overwrite a crash interrupted (mrec.record.replace)
         made = not store.fs.is_dir(path)
         store.makedirs("")
         w._take_lock(made)
@@ -348,6 +351,7 @@ class TrajectoryWriter:
     def open(cls, path, *, flush_every: int | None = None, durable: bool = True, fs=None,
              compression=None) -> "TrajectoryWriter":
         path = os.fspath(path)
+        recover(fs or DEFAULT_FS, os.path.abspath(path))  # an overwrite a crash interrupted (mrec.record.replace)
         if not os.path.isdir(path):
             raise StoreError("a trajectory is appended to in its *.mrec directory (unpack a *.mrec.zip first)", path=path)
         store = DirectoryStore(path, fs=fs)

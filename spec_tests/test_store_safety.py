@@ -382,3 +382,101 @@ def test_unpack_skips_lock_and_temp_entries(tmp_path):
     w.close()
     assert _who_wrote(out) == [1, 1, 5]
     assert pack(out, out=tmp_path / "y.mrec.zip").exists()
+
+
+# -- A: write_record(overwrite=True) is recoverable -----------------------------------------------------
+
+def _status(path) -> str:
+    with mrec.read_record(path) as r:
+        return r.status["state"]
+
+
+def _kill_overwrite_at(tmp_path, step: int) -> Path:
+    """A real process overwriting ``r.mrec`` SIGKILLed just before its ``step``-th rename."""
+    path = tmp_path / "r.mrec"
+    mrec.write_record(path, meta={}, status={"state": "old"})
+    code = ("import os, signal, mrec\n"
+            "real, n = os.replace, [0]\n"
+            "def dying(src, dst):\n"
+            "    n[0] += 1\n"
+            f"    if n[0] == {step}:\n"
+            "        os.kill(os.getpid(), signal.SIGKILL)\n"
+            "    real(src, dst)\n"
+            "os.replace = dying\n"
+            "os.rename = dying\n"
+            f"mrec.write_record({str(path)!r}, meta={{}}, status={{'state': 'new'}}, overwrite=True)\n")
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == -signal.SIGKILL
+    return path
+
+
+def _renames_of_an_overwrite(tmp_path) -> int:
+    from mrec.fs import RecordingFileSystem
+    p = tmp_path / "count.mrec"
+    mrec.write_record(p, meta={}, status={"state": "x"})
+    fs = RecordingFileSystem()
+    mrec.write_record(p, meta={}, status={"state": "y"}, overwrite=True, fs=fs)
+    return sum(op.kind == "rename" for op in fs.ops) + sum(op.kind == "replace" for op in fs.ops)
+
+
+@pytest.mark.parametrize("via", ["read", "repair", "open", "write"])
+def test_overwrite_killed_at_every_rename_recovers(tmp_path, via):
+    """Killed before each rename of an overwrite (its file replaces included): the next read,
+    `mrec repair`, writer open or write of the path finds the complete old record before the
+    commit rename and the complete new one after it — never nothing."""
+    total = _renames_of_an_overwrite(tmp_path)
+    seen = []
+    for step in range(1, total + 1):
+        case = tmp_path / f"k{step}"
+        case.mkdir()
+        path = _kill_overwrite_at(case, step)
+        if via == "read":
+            got = _status(path)
+        elif via == "repair":
+            subprocess.run([sys.executable, "-m", "mrec", "repair", str(path)], capture_output=True,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})
+            got = _status(path)
+        elif via == "open":
+            with pytest.raises(MrecError):              # no trajectory to append to; recovered first
+                mrec.TrajectoryWriter.open(path)
+            got = _status(path)
+        else:
+            mrec.write_record(path, meta={}, status={"state": "third"}, overwrite=True)
+            got = _status(path)
+            assert sorted(os.listdir(case)) == ["r.mrec"], os.listdir(case)
+        seen.append(got)
+        assert not [n for n in os.listdir(case) if n.startswith(".mrec-tmp-new-") or n.startswith(".mrec-tmp-old-")]
+    if via == "write":
+        assert set(seen) == {"third"}
+    else:
+        first_new = seen.index("new")
+        assert set(seen[:first_new]) == {"old"} and set(seen[first_new:]) == {"new"}, seen
+        assert 0 < first_new < len(seen) - 1, seen
+
+
+def test_recovery_rules(tmp_path):
+    """The states an interrupted overwrite can leave, built by hand, and what recovery makes of each."""
+    from mrec.record.replace import names, recover
+    from mrec.fs import DEFAULT_FS
+
+    def make(tag, name):
+        return mrec.write_record(tmp_path / tag / name, meta={}, status={"state": name})
+
+    cases = {   # present names -> what the path holds after recovery
+        ("r.mrec", "new"): "new",        # committed, old not yet moved: roll forward
+        ("new", "old"): "new",           # between the two renames: roll forward
+        ("r.mrec", "old"): "r.mrec",     # swapped, old not yet removed: remove it
+        ("old",): "old",                 # impossible by the protocol; roll back
+        ("new",): "new",
+    }
+    for k, (present, want) in enumerate(cases.items()):
+        d = tmp_path / f"c{k}"
+        final = str(d / "r.mrec")
+        new, old = names(final)
+        for which in present:
+            built = make(f"src{k}", which)
+            d.mkdir(exist_ok=True)
+            os.rename(built, {"r.mrec": final, "new": new, "old": old}[which])
+        assert recover(DEFAULT_FS, final) is not None
+        assert _status(final) == want, (present, want)
+        assert os.listdir(d) == ["r.mrec"]

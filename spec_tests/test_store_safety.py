@@ -480,3 +480,15 @@ def test_recovery_rules(tmp_path):
         assert recover(DEFAULT_FS, final) is not None
         assert _status(final) == want, (present, want)
         assert os.listdir(d) == ["r.mrec"]
+
+
+def test_zip_writer_creates_its_file_exclusively(tmp_path):
+    """ZipWriter creates its archive with O_EXCL: a name taken even by a dangling link is refused,
+    never written through (the link's target is not created)."""
+    from mrec.errors import StoreError
+    from mrec.zarr.zipwrite import ZipWriter
+    link = tmp_path / "a.zip"
+    os.symlink(tmp_path / "elsewhere.zip", link)
+    with pytest.raises(StoreError, match="already exists"):
+        ZipWriter(link)
+    assert not (tmp_path / "elsewhere.zip").exists()

@@ -33,7 +33,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .errors import CorruptionError, RefusalError, ZipFormatError
+from .errors import CorruptionError, RefusalError, StoreError, ZipFormatError
 from .fs import DEFAULT_FS, FileSystem, remove_tree
 from .fs.posix import TEMP_MARK
 from .zarr.zipstore import ZipStore, parent_keys
@@ -149,10 +149,35 @@ def _check_record_dir(fs: FileSystem, root: str) -> None:
         raise _refuse("not_a_record", root, f"not a record directory (no root {ROOT_METADATA})")
 
 
-def _lock(fs: FileSystem, root: str):
+class _ReadOnly:
+    """No lock on a record pack cannot write to: only its lock file's pid is checked (as before)."""
+
+    created = False
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def release(self, *, remove: bool = True) -> None:
+        pass
+
+
+def _lock(fs: FileSystem, root: str, keep: bool = True):
     """The record's writer lock for pack (a live writer, repair or another pack: ``live_writer``),
-    the lock file left as found until :func:`announce`."""
-    return lock_store(fs, root, "pack", write=False)
+    the lock file left as found until :func:`announce`.  A read-only record (no lock file can be
+    made, so no mrec writer of this user holds it) is packed with ``keep`` by the lock file's pid."""
+    try:
+        return lock_store(fs, root, "pack", write=False)
+    except StoreError:
+        if not keep:
+            raise
+    lock = os.path.join(root, LOCK_NAME)
+    try:
+        pid = parse_lock_pid(fs.read(lock))
+    except (FileNotFoundError, NotADirectoryError):
+        pid = None
+    if pid is not None and pid_alive(pid):
+        raise _refuse("live_writer", lock, f"record is open by a live writer (pid {pid}); close it before packing")
+    return _ReadOnly()
 
 
 def _plan(fs: FileSystem, root: str, out, overwrite: bool) -> PackPlan:
@@ -230,7 +255,7 @@ def pack(path: str | os.PathLike, *, keep: bool = False, fs: FileSystem | None =
     fs = fs if fs is not None else DEFAULT_FS
     root = os.fspath(path).rstrip("/") or os.fspath(path)
     _check_record_dir(fs, root)
-    held = _lock(fs, root)               # held until the source is gone: one pack, no writer meanwhile
+    held = _lock(fs, root, keep)         # held until the source is gone: one pack, no writer meanwhile
     try:
         plan = _plan(fs, root, out, overwrite)
     except BaseException:

@@ -492,3 +492,31 @@ def test_zip_writer_creates_its_file_exclusively(tmp_path):
     with pytest.raises(StoreError, match="already exists"):
         ZipWriter(link)
     assert not (tmp_path / "elsewhere.zip").exists()
+
+
+def test_read_only_record_packs_with_keep_and_writers_get_a_clear_error(tmp_path):
+    """No lock file can be made in a read-only record (a file system refusing creates, as a read-only
+    mount does): pack(keep=True) still packs it, checking the lock file's pid as before; a writer
+    gets a StoreError saying why, not a live-writer refusal."""
+    import errno
+    from mrec.fs import PosixFileSystem
+
+    class ReadOnlyLocks(PosixFileSystem):
+        def lock(self, path, *, directory=False, blocking=False):
+            if not directory:
+                raise PermissionError(errno.EROFS, "Read-only file system", path)
+            return super().lock(path, directory=directory, blocking=blocking)
+
+    path = _closed_record(tmp_path)
+    ro = ReadOnlyLocks()
+    with pytest.raises(mrec.StoreError) as e:
+        mrec.TrajectoryWriter.open(path, fs=ro)
+    assert "read-only" in str(e.value)
+    with pytest.raises(mrec.StoreError):
+        pack(path, fs=ro)                             # keep=False would remove what it cannot lock
+    (path / LOCK_NAME).write_text(f"{os.getppid()}\n")
+    with pytest.raises(RefusalError) as e:
+        pack(path, fs=ro, keep=True)
+    assert e.value.kind == "live_writer"
+    (path / LOCK_NAME).unlink()
+    assert pack(path, fs=ro, keep=True).exists() and path.exists()

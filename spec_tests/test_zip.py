@@ -694,6 +694,10 @@ class FailingFS(PosixFileSystem):
         self._tick("write_at")
         super().write_at(path, offset, data)
 
+    def create_exclusive(self, path):        # the archive's creation: its first write
+        self._tick("write_at")
+        super().create_exclusive(path)
+
     def fsync(self, path):
         self._tick("fsync")
         super().fsync(path)

@@ -16,7 +16,7 @@ import json
 import os
 import re
 
-from ..errors import RefusalError
+from ..errors import RefusalError, StoreError
 
 LOCK_NAME = ".mrec-writer.lock"
 
@@ -85,7 +85,9 @@ def lock_store(fs, root: str, holder: str, *, write: bool = True):
     * ``live_writer`` — another holder (any process, this one included) has the lock, or the
       lock file names a living process that holds no lock (a writer that does not take it);
     * ``not_a_record`` — the directory is gone (another pack removed it);
-    * ``bad_layout`` — the lock file is a symbolic link.
+    * ``bad_layout`` — the lock file is a symbolic link;
+
+    or a :class:`~mrec.errors.StoreError` when the lock file cannot be made (a read-only record).
 
     ``write=False`` leaves the lock file as found (call :func:`announce` later).
     """
@@ -99,8 +101,8 @@ def lock_store(fs, root: str, holder: str, *, write: bool = True):
         if os.path.islink(path):
             raise RefusalError("the writer lock is a symbolic link: a record holds files, not links",
                                path=path, kind="bad_layout") from None
-        raise RefusalError(f"cannot take the writer lock: {exc.strerror or exc}", path=path,
-                           kind="live_writer") from None
+        raise StoreError(f"cannot take the writer lock ({exc.strerror or exc}): is the record read-only?",
+                         path=path) from None
     if held is None:
         try:
             raw = fs.read(path)

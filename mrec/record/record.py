@@ -290,8 +290,9 @@ def read_record(path, *, fs=None) -> Record:
     ``record.trajectory``), everything else is read.  Close the record (or
     use ``with``) to release a zip archive.
     """
-    if not str(path).endswith(".zip"):
-        recover(fs or DEFAULT_FS, os.path.abspath(os.fspath(path)))    # an interrupted overwrite
+    name = os.fspath(path)
+    if not name.endswith(".zip") and "://" not in name:
+        recover(fs or DEFAULT_FS, os.path.abspath(name))    # an overwrite a crash interrupted
     store = open_store(path, fs=fs)
     try:
         return _read(store, os.fspath(path))

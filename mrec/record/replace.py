@@ -51,7 +51,8 @@ def build_name(final: str) -> str:
 
 
 def _present(fs, path: str) -> bool:
-    return fs.exists(path) or fs.is_link(path)
+    is_link = getattr(fs, "is_link", None)
+    return fs.exists(path) or bool(is_link and is_link(path))
 
 
 def discard(fs, path: str) -> None:

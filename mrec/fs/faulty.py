@@ -28,6 +28,10 @@ prefix per directory under ``ordered_metadata=False`` (nothing but fsync
 orders anything).  Overwrites of existing bytes (an index rewritten in place)
 are never ordered by metadata: they are the torn writes.
 
+Directories are inodes: a directory's entries are events of its own, so a
+renamed directory (a whole record moved under its name) takes its contents
+along, and a dropped rename leaves them under the old name.
+
 Every choice comes from a ``random.Random(seed)``, so a state is reproducible
 from ``(cut, seed)``; ``seed=None`` picks the extreme "everything not forced
 is lost" and ``seed="all"`` "everything issued survived (sector by sector the

@@ -418,8 +418,8 @@ class TrajectoryWriter:
 
     def _take_lock(self, made: bool) -> None:
         """The store's writer lock (mrec.record.lock); then links refused, temp leftovers removed."""
-        self._lock = lock_store(self.store.fs, self.store.root, "writer")
         try:
+            self._lock = lock_store(self.store.fs, self.store.root, "writer")
             self.removed_temps = prepare_for_writing(self.store.fs, self.store.root, "appending")
         except BaseException:
             self._release_lock()

@@ -12,6 +12,10 @@ mrec adds (see docs/packing.md):
 * crash safety: the archive is written under a temporary name in its final
   directory, checked, fsynced, renamed into place, the directory fsynced,
   and only then is the source tree removed;
+* one holder: pack takes the record's writer lock (mrec.record.lock) for its
+  whole run, so a live writer, ``mrec repair`` or a second pack is refused
+  (``live_writer``) and none can start meanwhile; the source is renamed aside
+  before it is removed;
 * refusals that modify nothing: not a record, a live writer, stray temp
   files, an existing target;
 * unpack streams each entry into a temporary directory (CRC-32 checked)
@@ -29,14 +33,14 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .errors import CorruptionError, RefusalError, ZipFormatError, path_refusal
+from .errors import CorruptionError, RefusalError, StoreError, ZipFormatError, path_refusal
 from .fs import DEFAULT_FS, FileSystem, remove_tree
 from .fs.posix import TEMP_MARK
 from .zarr.zipstore import ZipStore, parent_keys
 from .zarr.zipwrite import ZipWriter
 
 #: Written by a live trajectory writer into the record root; holds its pid.
-from .record.lock import LOCK_NAME, parse_lock_pid, pid_alive  # noqa: F401  (re-exported)
+from .record.lock import LOCK_NAME, announce, lock_store, parse_lock_pid, pid_alive  # noqa: F401  (re-exported)
 
 RECORD_SUFFIX = ".mrec"
 ARCHIVE_SUFFIX = ".zip"
@@ -153,33 +157,40 @@ def _check_record_dir(fs: FileSystem, root: str) -> None:
         raise _refuse("not_a_record", root, f"not a record directory (no root {ROOT_METADATA})")
 
 
-def _check_lock(fs: FileSystem, root: str) -> bool:
-    """Refuse a live writer; True when a dead writer's lock file is present (to be skipped)."""
+class _ReadOnly:
+    """No lock on a record pack cannot write to: only its lock file's pid is checked (as before)."""
+
+    created = False
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def release(self, *, remove: bool = True) -> None:
+        pass
+
+
+def _lock(fs: FileSystem, root: str, keep: bool = True):
+    """The record's writer lock for pack (a live writer, repair or another pack: ``live_writer``),
+    the lock file left as found until :func:`announce`.  A read-only record (no lock file can be
+    made, so no mrec writer of this user holds it) is packed with ``keep`` by the lock file's pid."""
+    try:
+        return lock_store(fs, root, "pack", write=False)
+    except StoreError:
+        if not keep:
+            raise
     lock = os.path.join(root, LOCK_NAME)
-    if not fs.exists(lock):
-        return False
     try:
         pid = parse_lock_pid(fs.read(lock))
-    except FileNotFoundError:
-        return False
-    if pid is None:
-        raise _refuse("live_writer", lock, "writer lock cannot be read (no pid); if no writer is "
-                                           "running, remove the lock and pack again")
-    if pid_alive(pid):
+    except (FileNotFoundError, NotADirectoryError):
+        pid = None
+    if pid is not None and pid_alive(pid):
         raise _refuse("live_writer", lock, f"record is open by a live writer (pid {pid}); close it before packing")
-    return True
+    return _ReadOnly()
 
 
-def plan_pack(path: str | os.PathLike, *, fs: FileSystem | None = None, out: str | os.PathLike | None = None,
-              overwrite: bool = False) -> PackPlan:
-    """Check every refusal of :func:`pack` and return the plan; modifies nothing."""
-    from .fs.remote import is_url, refuse_remote_write
-    for p, what in ((path, "pack from"), (out, "pack into")):
-        if is_url(p):
-            raise refuse_remote_write(p, what)
-    fs = fs if fs is not None else DEFAULT_FS
-    root = os.fspath(path).rstrip("/") or os.fspath(path)
-    _check_record_dir(fs, root)
+def _plan(fs: FileSystem, root: str, out, overwrite: bool) -> PackPlan:
+    """The refusals and the plan, with the writer lock held."""
+    _check_record_dir(fs, root)          # again: the record may have changed before the lock was ours
     target = os.fspath(out) if out is not None else root + ARCHIVE_SUFFIX
     if os.path.abspath(target).startswith(os.path.abspath(root) + os.sep):
         raise _refuse("bad_target", target, "archive cannot be written inside the record it packs")
@@ -187,17 +198,38 @@ def plan_pack(path: str | os.PathLike, *, fs: FileSystem | None = None, out: str
         raise _refuse("exists", target, "target is a directory")
     if fs.exists(target) and not overwrite:
         raise _refuse("exists", target, "archive already exists (pass overwrite=True to replace it)")
-    dead_lock = _check_lock(fs, root)
     keys = walk_files(fs, root)
     stray = [k for k in keys if posixpath.basename(k).startswith(TEMP_MARK)]
     if stray:
         shown = ", ".join(stray[:5]) + (" ..." if len(stray) > 5 else "")
         raise _refuse("stray_temp_files", root, f"{len(stray)} stray temporary file(s) left by an "
-                                                f"interrupted write: {shown}")
-    skipped = [LOCK_NAME] if dead_lock else []
+                                                f"interrupted write: {shown} (`mrec repair` removes "
+                                                "those an atomic replace left)")
+    skipped = [LOCK_NAME] if LOCK_NAME in keys else []       # the lock: pack's own, or a leftover
     keys = [k for k in keys if k not in skipped]
     entries = [(k, fs.size(os.path.join(root, *k.split("/")))) for k in entry_order(keys)]
     return PackPlan(root, target, entries, skipped)
+
+
+def plan_pack(path: str | os.PathLike, *, fs: FileSystem | None = None, out: str | os.PathLike | None = None,
+              overwrite: bool = False) -> PackPlan:
+    """Check every refusal of :func:`pack` and return the plan; modifies nothing.
+
+    The record's writer lock is taken while checking (and let go), so a live writer is
+    refused whatever its lock file says.
+    """
+    from .fs.remote import is_url, refuse_remote_write
+    for p, what in ((path, "pack from"), (out, "pack into")):
+        if is_url(p):
+            raise refuse_remote_write(p, what)
+    fs = fs if fs is not None else DEFAULT_FS
+    root = os.fspath(path).rstrip("/") or os.fspath(path)
+    _check_record_dir(fs, root)
+    held = _lock(fs, root)
+    try:
+        return _plan(fs, root, out, overwrite)
+    finally:
+        held.release(remove=held.created)
 
 
 def _write_archive(fs: FileSystem, plan: PackPlan, tmp: str, meter: _Meter, zip64_threshold: int) -> None:
@@ -236,33 +268,54 @@ def pack(path: str | os.PathLike, *, keep: bool = False, fs: FileSystem | None =
     copied.
     """
     fs = fs if fs is not None else DEFAULT_FS
-    from .fs.remote import is_url
-    if is_url(out) and not is_url(path):      # stream the archive up (mrec.pack_remote); returns the URL
+    from .fs.remote import is_url, refuse_remote_write
+    if is_url(path):
+        raise refuse_remote_write(path, "pack from")
+    root = os.fspath(path).rstrip("/") or os.fspath(path)
+    _check_record_dir(fs, root)
+    held = _lock(fs, root, keep)         # held until the source is gone: one pack, no writer meanwhile
+    if is_url(out):                      # stream the archive up (mrec.pack_remote); returns the URL
         from .fs.remote import storage_options_from_env
         from .pack_remote import pack_to_url
-        plan = plan_pack(path, fs=fs, overwrite=True)       # the local checks; the target is the URL
-        return pack_to_url(plan, out, keep=keep, meter=_Meter(plan.total_bytes, progress), fs=fs,
-                           storage_options=storage_options if storage_options is not None
-                           else storage_options_from_env(), zip64_threshold=zip64_threshold)
-    plan = plan_pack(path, fs=fs, out=out, overwrite=overwrite)
-    _check_target_dir(fs, plan.target)
-    meter = _Meter(plan.total_bytes, progress)
-    tmp = temp_sibling(plan.target)
+        try:
+            plan = _plan(fs, root, None, True)        # the local checks; the target is the URL
+            announce(held, "pack")
+            return pack_to_url(plan, out, keep=keep, meter=_Meter(plan.total_bytes, progress), fs=fs,
+                               storage_options=storage_options if storage_options is not None
+                               else storage_options_from_env(), zip64_threshold=zip64_threshold)
+        finally:
+            held.release()
     try:
-        _write_archive(fs, plan, tmp, meter, zip64_threshold)
-        _verify_archive(fs, plan, tmp)
-        fs.fsync(tmp)
-        fs.rename(tmp, plan.target)
-    except BaseException as exc:
-        _discard(fs, tmp)
-        refusal = path_refusal(exc, plan.target)
-        if refusal is exc:
-            raise
-        raise refusal from None
-    fs.fsync_dir(_parent(plan.target))
-    if not keep:
-        remove_tree(fs, plan.root)
-        fs.fsync_dir(_parent(plan.root))
+        plan = _plan(fs, root, out, overwrite)
+        _check_target_dir(fs, plan.target)
+    except BaseException:
+        held.release(remove=held.created)
+        raise
+    try:
+        announce(held, "pack")
+        meter = _Meter(plan.total_bytes, progress)
+        tmp = temp_sibling(plan.target)
+        try:
+            _write_archive(fs, plan, tmp, meter, zip64_threshold)
+            _verify_archive(fs, plan, tmp)
+            fs.fsync(tmp)
+            fs.rename(tmp, plan.target)
+        except BaseException as exc:
+            _discard(fs, tmp)
+            refusal = path_refusal(exc, plan.target)
+            if refusal is exc:
+                raise
+            raise refusal from None
+        fs.fsync_dir(_parent(plan.target))
+        if not keep:
+            # renamed aside first (still locked): nothing can reach the tree being removed by its name
+            aside = temp_sibling(plan.root)
+            fs.rename(plan.root, aside)
+            fs.fsync_dir(_parent(plan.root))
+            remove_tree(fs, aside)
+            fs.fsync_dir(_parent(plan.root))
+    finally:
+        held.release()
     return pathlib.Path(plan.target)
 
 
@@ -304,6 +357,12 @@ def _extract_entry(fs: FileSystem, store: ZipStore, key: str, dest: str, meter: 
     fs.fsync(dest)
 
 
+def _leftover_entry(key: str) -> bool:
+    """A writer lock or a temporary file: protocol state, never record content (unpack skips it)."""
+    base = posixpath.basename(key)
+    return base == LOCK_NAME or base.startswith(TEMP_MARK)
+
+
 def _dirs_deepest_first(keys: list[str]) -> list[str]:
     dirs = {""}
     for key in keys:
@@ -317,7 +376,10 @@ def unpack(zip_path: str | os.PathLike, *, out: str | os.PathLike | None = None,
 
     Refuses whatever :class:`~mrec.zarr.zipstore.ZipStore` refuses, plus
     compressed entries, an archive without a root ``zarr.json`` and an
-    existing target.  Entries stream into a temporary sibling directory
+    existing target.  A writer lock (``.mrec-writer.lock``) or temporary
+    (``.mrec-tmp-*``) entry — what another tool's archive of a live or crashed
+    store may carry — is skipped: protocol state, not record content, and a
+    store holding it would be refused by pack.  Entries stream into a temporary sibling directory
     which is renamed into place only when complete, so a crash never leaves
     a half-unpacked directory under the final name.  ``keep=False`` removes
     the archive afterwards.
@@ -333,7 +395,7 @@ def unpack(zip_path: str | os.PathLike, *, out: str | os.PathLike | None = None,
         raise _refuse("exists", target, "unpack target already exists")
     _check_target_dir(fs, target)
     store = _open_for_unpack(fs, archive)
-    keys = store.list()
+    keys = [k for k in store.list() if not _leftover_entry(k)]
     meter = _Meter(sum(store.size(k) or 0 for k in keys), progress)
     tmp = temp_sibling(target)
     try:

@@ -8,6 +8,14 @@ its own crc32c — up to the logical lengths the reopen rule gives from
 see :mod:`mrec.record.repair` for why that is safe and idempotent).
 ``TrajectoryWriter.open`` runs it before appending.
 
+Like a writer, repair takes the store's writer lock (a live writer, pack or
+another repair is refused, kind ``live_writer``), refuses a record holding a
+symbolic link (kind ``bad_layout``: its writes would follow it out of the
+record) and removes the temporary files a crash inside an atomic replace
+left (``.mrec-tmp-<name>.<8 hex>``, see :mod:`mrec.record.leftovers`), which
+would otherwise make ``pack`` refuse.  ``--dry-run`` takes no lock and
+removes nothing: it lists them.
+
 Command line: ``python -m mrec.repair PATH [--dry-run]``; for the ``mrec``
 command, :func:`add_repair_command` registers the same sub-command.
 """
@@ -18,7 +26,10 @@ import os
 import sys
 
 from .errors import MrecError, StoreError
-from .record.lock import LOCK_NAME, parse_lock_pid, pid_alive
+from .record.leftovers import link_refusal, prepare_for_writing, scan
+from .fs import DEFAULT_FS
+from .record.lock import lock_store
+from .record.replace import recover
 from .record.repair import RepairReport, ShardRepair, repair_store
 from .zarr.store import DirectoryStore
 
@@ -31,15 +42,26 @@ def repair(path, *, dry_run: bool = False, fs=None) -> RepairReport:
     if is_url(path):
         raise refuse_remote_write(path, "repair")
     p = os.fspath(path)
+    if not dry_run:
+        recover(fs or DEFAULT_FS, os.path.abspath(p))    # an overwrite a crash interrupted (mrec.record.replace)
     if not os.path.isdir(p):
         raise StoreError("repair works on a *.mrec directory (a packed *.mrec.zip is never appended to)", path=p)
     store = DirectoryStore(p, fs=fs, readonly=dry_run)
-    raw = store.get(LOCK_NAME)
-    pid = parse_lock_pid(raw) if raw is not None else None
-    if not dry_run and pid is not None and pid != os.getpid() and pid_alive(pid):
-        from .errors import RefusalError
-        raise RefusalError(f"a writer (pid {pid}) has this store open", path=store.describe(LOCK_NAME), kind="live_writer")
-    return repair_store(store, dry_run=dry_run)
+    if dry_run:                          # reads only: no lock; links refused all the same
+        links, temps = scan(store.fs, p)
+        if links:
+            raise link_refusal(p, links, "repairing")
+        report = repair_store(store, dry_run=True)
+        report.removed_temps = temps
+        return report
+    held = lock_store(store.fs, p, "repair")          # a live writer or pack: live_writer
+    try:
+        removed = prepare_for_writing(store.fs, p, "repairing")   # links refused, temp leftovers removed
+        report = repair_store(store)
+        report.removed_temps = removed
+        return report
+    finally:
+        held.release()
 
 
 def _run(args) -> int:

@@ -61,6 +61,7 @@ RULES: dict[str, str] = {
     "N-4g": "every group directory holding nodes has its own zarr.json (deep)",
     "RT-1": "a chunk or shard never written reads as the fill value (reported for trajectory arrays)",
     "RT-6": "a chunk whose bytes run past the end of its shard file is corruption, never fill",
+    "SS-1": "a record directory holds files and directories, no symbolic links",
 }
 
 #: The rule a refusal kind belongs to (when the check itself does not say).
@@ -153,6 +154,8 @@ class _Checker:
         packed = path.endswith(".zip") if remote else os.path.isfile(path)
         if packed and not remote:
             self.check_zip(path)
+        elif os.path.isdir(path):
+            self.check_links(path)
         if not (path.rstrip("/").endswith(".mrec") or path.endswith(".mrec.zip")):
             self.add("N-1.1n", path, "a record is named <stem>.mrec (directory) or <stem>.mrec.zip (archive)",
                      severity="warning")
@@ -191,6 +194,17 @@ class _Checker:
                                                                  "truncated", "not a zip")) else "C-ZIP-1"
             entry, _, detail = message.partition(": ")
             self.add(rule, entry or path, detail or message, "bad_zip")
+
+    def check_links(self, path: str) -> None:
+        """Symbolic links inside a record directory: pack refuses them and a writer would write
+        through them (mrec.record.leftovers); reported here the same way, kind ``bad_layout``."""
+        from .fs import DEFAULT_FS
+        from .record.leftovers import scan
+        links, _ = scan(self.fs or DEFAULT_FS, path)
+        for key in links:
+            self.add("SS-1", os.path.join(path, *key.split("/")), "a symbolic link: a record holds files, not "
+                     "links (pack refuses it; a writer or repair would write through it, outside the record)",
+                     "bad_layout")
 
     def check_nodes(self) -> dict[str, object]:
         """Parse every zarr.json; returns node path -> metadata for the parseable ones."""

@@ -544,16 +544,34 @@ def _assert_refused_untouched(tmp_path: Path, root: Path, kind: str, **kwargs) -
 
 
 def test_pack_refuses_live_writer(tmp_path):
+    """A writer holding the store's lock (in this very process, too) is refused, named by its pid."""
+    from mrec.fs import DEFAULT_FS
+    from mrec.record.lock import lock_store
     root = make_record(tmp_path)
-    (root / LOCK_NAME).write_text(f"{os.getpid()}\n")
-    err = _assert_refused_untouched(tmp_path, root, "live_writer")
+    held = lock_store(DEFAULT_FS, str(root), "writer")
+    try:
+        err = _assert_refused_untouched(tmp_path, root, "live_writer")
+    finally:
+        held.release()
     assert str(os.getpid()) in str(err) and LOCK_NAME in str(err)
 
 
-def test_pack_refuses_unreadable_lock(tmp_path):
+def test_pack_refuses_pid_only_lock_of_a_living_process(tmp_path):
+    """A lock file naming another living process that holds no OS lock (a writer that does not
+    take it) is refused as before."""
     root = make_record(tmp_path)
+    (root / LOCK_NAME).write_text(f"{os.getppid()}\n")
+    err = _assert_refused_untouched(tmp_path, root, "live_writer")
+    assert str(os.getppid()) in str(err)
+
+
+def test_pack_takes_over_an_unheld_unreadable_lock(tmp_path):
+    """No process holds the lock: whatever the file says (here garbage), it is a leftover, not packed."""
+    root = make_record(tmp_path)
+    files = record_files()
     (root / LOCK_NAME).write_bytes(b"garbage")
-    _assert_refused_untouched(tmp_path, root, "live_writer")
+    archive = pack(root)
+    assert ZipStore(archive).list() == sorted(files)
 
 
 def test_pack_refuses_stray_temp_files(tmp_path):
@@ -648,9 +666,14 @@ def test_pack_op_order_temp_fsync_rename_then_remove(tmp_path):
     assert ops[dir_sync_at].path == str(tmp_path)
     removes = [i for i, op in enumerate(ops) if op.kind in ("remove", "rmdir")]
     assert removes and min(removes) > dir_sync_at
-    assert ops[max(removes)].kind == "rmdir" and ops[max(removes)].path == str(root)
+    # the source is renamed aside (under the lock, so nothing reaches it by name), then removed
+    aside_at = next(i for i, op in enumerate(ops) if op.kind == "rename" and op.data.decode() == str(root))
+    aside = ops[aside_at].path
+    assert os.path.basename(aside).startswith(".run.mrec.mrec-tmp-") and dir_sync_at < aside_at < min(removes)
+    assert ops[max(removes)].kind == "rmdir" and ops[max(removes)].path == aside
     assert kinds[-1] == "fsync_dir"
-    assert len([op for op in ops if op.kind == "remove"]) == len(record_files())
+    removed = [os.path.relpath(op.path, aside) for op in ops if op.kind == "remove"]
+    assert sorted(removed) == sorted([*record_files(), LOCK_NAME])      # pack's own lock went with the tree
 
 
 class FailingFS(PosixFileSystem):
@@ -670,6 +693,10 @@ class FailingFS(PosixFileSystem):
     def write_at(self, path, offset, data):
         self._tick("write_at")
         super().write_at(path, offset, data)
+
+    def create_exclusive(self, path):        # the archive's creation: its first write
+        self._tick("write_at")
+        super().create_exclusive(path)
 
     def fsync(self, path):
         self._tick("fsync")

@@ -13,8 +13,18 @@ prefix of the operations (``mrec.fs.faulty.CrashSimulator``) and checks it:
 
 and, for every state: every visible frame (blocks, masks, box, meta, step, time)
 is bit-identical to what was appended; ``TrajectoryWriter.open`` reopens the
-store (running the torn-index repair), appends two frames and closes, and the
-result reads back.
+store (running the torn-index repair, removing replace temp files), appends two
+frames and closes, the result reads back, and ``pack`` would not refuse it.  A
+state with a temp file left inside an atomic replace is also given, on a copy,
+to ``mrec repair`` alone, after which it must hold no temp file and pack.
+
+The ``overwrite`` session records ``write_record(old)`` then
+``write_record(new, overwrite=True)`` in one directory (directory renames
+included) and cuts it at every op under both models: after recovery — by a
+read, ``mrec repair`` or the next write, in turn — the path holds exactly the
+complete old or the complete new record (the new one once its commit rename is
+issued / durable), no well-known sibling is left, and a further overwrite
+leaves nothing beside the record.
 
 With ``--faults`` it checks write errors instead of crashes: each session is
 replayed once per injection point (every write, replace, rename, truncate,
@@ -53,6 +63,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import mrec  # noqa: E402
 from mrec.fs.faulty import CrashSimulator, FaultyFileSystem, recording_fs  # noqa: E402
+from mrec.pack import plan_pack  # noqa: E402
+from mrec.record.replace import names as replace_names  # noqa: E402
+from mrec.repair import repair  # noqa: E402
 from mrec.record.precision import round_to_precision  # noqa: E402
 
 PREC = 1e-3
@@ -291,7 +304,25 @@ def check_state(path: str, want: list[dict], lo: int, hi: int, allowed: set[int]
             return f"after reopen + append: {bad}"
     except mrec.MrecError as exc:
         return f"reopen + append failed: {exc}"
+    try:                                  # nothing the crash left (temp files, the lock) blocks pack
+        plan_pack(path)
+    except mrec.MrecError as exc:
+        return f"pack refuses after reopen + close: {exc}"
     return None
+
+
+def check_repair_then_pack(path: str) -> str | None:
+    """A state a crash inside an atomic replace left: `mrec repair` alone makes it packable."""
+    try:
+        report = repair(path)
+        if not report.ok:
+            return f"repair found it unrecoverable: {report.summary()}"
+        if os.path.exists(os.path.join(path, "zarr.json")):       # else: cut before there was a record
+            plan_pack(path)
+    except mrec.MrecError as exc:
+        return f"after mrec repair, pack refuses: {exc}"
+    left = [os.path.join(d, f) for d, _, fs_ in os.walk(path) for f in fs_ if f.startswith(".mrec-tmp-")]
+    return f"temp files left after repair: {left}" if left else None
 
 
 def tree_digest(root: str) -> str:
@@ -325,7 +356,7 @@ class Checker:
 def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int | None = None,
         only: list[str] | None = None, writer_durable=True) -> int:
     t0 = time.time()
-    counts = {"process": 0, "power": 0}
+    counts = {"process": 0, "power": 0, "temp": 0}
     distinct = 0
     violations: list[str] = []
     work = _scratch("mrec-crashcheck-")
@@ -349,10 +380,18 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
                 # process crash: exactly what the OS received
                 variants = [False, True] if cut < len(ops) and ops[cut].kind == "replace" else [False]
                 for stray in variants:
-                    dest = os.path.join(work, "state")
+                    dest = os.path.join(work, "state.mrec")
                     shutil.rmtree(dest, ignore_errors=True)
                     sim.materialise_process(cut, dest, stray_temp=stray)
                     counts["process"] += 1
+                    if stray:                  # first: mrec repair alone makes it packable
+                        counts["temp"] += 1
+                        copy = os.path.join(work, "state-repair.mrec")
+                        shutil.rmtree(copy, ignore_errors=True)
+                        shutil.copytree(dest, copy)
+                        bad = _guard(check_repair_then_pack, copy)
+                        if bad:
+                            violations.append(f"[temp] {plan.name} cut {cut}/{len(ops)} ({_op(ops, cut)}): {bad}")
                     bad = check(dest, received, received, allowed)
                     if bad:
                         violations.append(f"[process] {plan.name} cut {cut}/{len(ops)} ({_op(ops, cut)})"
@@ -360,7 +399,7 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
                 # power loss: the extremes and sampled drop / tear combinations
                 must = _upto(durable, cut)
                 for seed in [None, "all"] + [cut * 1000 + k for k in range(seeds)]:
-                    dest = os.path.join(work, "state")
+                    dest = os.path.join(work, "state.mrec")
                     shutil.rmtree(dest, ignore_errors=True)
                     sim.materialise_power(cut, dest, seed=seed, ordered_metadata=ordered)
                     counts["power"] += 1
@@ -371,14 +410,22 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
             if verbose:
                 print(f"  {plan.name}: {len(ops)} ops, {len(frames)} frames, {len(published)} commits "
                       f"({len(durable)} durable)", flush=True)
+        if not only or "overwrite" in only:
+            ow = run_overwrite(work, seeds, ordered, limit_cuts, violations)
+            if verbose:
+                print(f"  overwrite: {ow['ops']} ops, process-crash states {ow['process']}, "
+                      f"power-loss states {ow['power']}", flush=True)
+            counts["ow-process"], counts["ow-power"] = ow["process"], ow["power"]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     model = "ordered metadata (journaling fs)" if ordered else "strict (only fsync orders)"
     if writer_durable == "always":
         model += ", writer durable='always'"
     print(f"crashcheck: process-crash states {counts['process']}, power-loss states {counts['power']} "
-          f"[{model}, {seeds} sampled seeds + 2 extremes per cut], {distinct} distinct, violations {len(violations)}, "
-          f"{time.time() - t0:.1f} s")
+          f"[{model}, {seeds} sampled seeds + 2 extremes per cut], {distinct} distinct, "
+          f"temp-leftover states repaired then packed {counts['temp']}, "
+          f"overwrite states {counts.get('ow-process', 0)} process / {counts.get('ow-power', 0)} power, "
+          f"violations {len(violations)}, {time.time() - t0:.1f} s")
     return _report(violations, verbose)
 
 
@@ -544,6 +591,131 @@ def _report(violations: list, verbose: bool) -> int:
         print(f"  ... {len(violations) - 40} more (use -v)")
     return 1 if violations else 0
 
+
+# -- write_record(overwrite=True): the path holds the complete old or the complete new record ----------
+
+OW_VERSIONS = {
+    "old": {"meta": {"title": "old"}, "status": {"state": "old"},
+            "frame": {"blocks": {"atoms": {"x": np.arange(5.0), "q": np.array([1, 2, 3, 4, 5], np.int32)}}}},
+    "new": {"meta": {"title": "new"}, "status": {"state": "new"},
+            "system": {"blocks": {"atoms": {"element": ["O", "H", "H"]}}},
+            "frame": {"blocks": {"atoms": {"x": -np.arange(3.0)}, "ions": {"q": np.array([0.5, -0.5])}}}},
+}
+
+
+def _matches(rec, want: dict) -> bool:
+    if rec.meta.get("title") != want["meta"]["title"] or rec.status != want["status"]:
+        return False
+    for section in ("frame", "system"):
+        got, exp = getattr(rec, section), want.get(section)
+        if (got is None) != (exp is None):
+            return False
+        if exp is None:
+            continue
+        if set(got.blocks) != set(exp["blocks"]):
+            return False
+        for b, cols in exp["blocks"].items():
+            if set(got.blocks[b]) != set(cols):
+                return False
+            for c, v in cols.items():
+                g = got.blocks[b][c]
+                if (list(g) != list(v)) if isinstance(v, list) else _bits(g) != _bits(np.asarray(v)):
+                    return False
+    return True
+
+
+def check_overwrite_state(parent: str, name: str, allowed: set[str], via: str) -> str | None:
+    """Recover (by ``via``: a read, ``mrec repair`` or the next write), then the path holds exactly
+    one allowed version; no well-known sibling is left; a further overwrite leaves only the record."""
+    path = os.path.join(parent, name)
+    try:
+        if via == "repair" and (os.path.isdir(path) or any(os.path.exists(p) for p in replace_names(path))):
+            try:
+                repair(path)
+            except mrec.MrecError:
+                pass                          # a record without a trajectory: repair checks nothing more
+        rec = mrec.read_record(path) if os.path.exists(path) or any(
+            os.path.exists(p) for p in replace_names(path)) else None
+    except mrec.MrecError as exc:
+        return f"after recovery the path does not read: {exc}"
+    if rec is None:
+        if "absent" not in allowed:
+            return f"the path is absent (allowed: {sorted(allowed)})"
+    else:
+        got = [v for v, want in OW_VERSIONS.items() if _matches(rec, want)]
+        rec.close()
+        if not got or got[0] not in allowed:
+            return f"the path holds {got or 'neither version (a mixture)'}; allowed: {sorted(allowed)}"
+    left = [p for p in replace_names(path) if os.path.lexists(p)]
+    if left:
+        return f"siblings left after recovery: {left}"
+    try:
+        mrec.write_record(path, overwrite=True, **OW_VERSIONS["new"])
+    except mrec.MrecError as exc:
+        return f"a further overwrite failed: {exc}"
+    extra = sorted(set(os.listdir(parent)) - {name})
+    return f"a further overwrite left {extra} beside the record" if extra else None
+
+
+def run_overwrite(work: str, seeds: int, ordered: bool, limit_cuts: int | None, violations: list) -> dict:
+    """Record write_record(old) then write_record(new, overwrite=True) in one directory; cut at every
+    op under both models; recover through a read, mrec repair or the next write, in turn."""
+    parent = os.path.join(work, "overwrite")
+    os.makedirs(parent)
+    fs = recording_fs()
+    name = "rec.mrec"
+    path = os.path.join(parent, name)
+    mrec.write_record(path, fs=fs, **OW_VERSIONS["old"])
+    mrec.write_record(path, fs=fs, overwrite=True, **OW_VERSIONS["new"])
+    ops = fs.ops
+    renames = [i for i, op in enumerate(ops) if op.kind == "rename"]
+    old_pub = next(i for i in renames if ops[i].path == path)              # build -> path
+    # the new record is complete under some name once its build is renamed (-> .mrec-tmp-new-<name>)
+    new_commit = next(i for i in renames if i > old_pub and os.path.basename(ops[i].data.decode()).startswith(
+        f".mrec-tmp-{name}."))
+    syncs = [i for i, op in enumerate(ops) if op.kind == "fsync_dir" and op.path == parent]
+    old_durable = next(i for i in syncs if i > old_pub)
+    new_durable = next(i for i in syncs if i > new_commit)
+    sim = CrashSimulator(ops, parent)
+    counts = {"ops": len(ops), "process": 0, "power": 0}
+    cuts = range(len(ops) + 1)
+    if limit_cuts:
+        cuts = range(0, len(ops) + 1, max(1, (len(ops) + 1) // limit_cuts))
+    ways = ("read", "repair", "write")
+    memo: dict = {}
+    for cut in cuts:
+        if cut > new_commit:
+            proc = {"new"}
+        elif cut > old_pub:
+            proc = {"old"}
+        else:
+            proc = {"absent"}
+        if cut > new_durable:
+            power = {"new"}
+        elif cut > old_durable:
+            power = {"old"} | ({"new"} if cut > new_commit else set())
+        else:
+            power = {"absent"} | ({"old"} if cut > old_pub else set())
+        variants = [False, True] if cut < len(ops) and ops[cut].kind == "replace" else [False]
+        states = [("process", proc, lambda d, st=st: sim.materialise_process(cut, d, stray_temp=st))
+                  for st in variants]
+        states += [("power", power, lambda d, sd=sd: sim.materialise_power(cut, d, seed=sd, ordered_metadata=ordered))
+                   for sd in [None, "all"] + [cut * 1000 + k for k in range(seeds)]]
+        for k, (model, allowed, make) in enumerate(states):
+            dest = os.path.join(work, "ow-state")
+            shutil.rmtree(dest, ignore_errors=True)
+            make(dest)
+            counts[model] += 1
+            via = ways[(cut + k) % len(ways)]
+            key = (tree_digest(dest), frozenset(allowed), via)
+            if key not in memo:
+                memo[key] = _guard(check_overwrite_state, dest, name, allowed, via)
+            if memo[key]:
+                violations.append(f"[{model}] overwrite cut {cut}/{len(ops)} ({_op(ops, cut)}) via {via}: {memo[key]}")
+    shutil.rmtree(parent, ignore_errors=True)
+    return counts
+
+
 def _op(ops, cut):
     if cut >= len(ops):
         return "end"
@@ -567,7 +739,8 @@ def main(argv=None) -> int:
                          "only fsync orders anything")
     ap.add_argument("--cuts", type=int, default=None, help="check about this many evenly spaced cuts, not every one")
     ap.add_argument("--plan", action="append", default=None,
-                    help="check only this session (repeatable): " + ", ".join(p.name for p in plans(False)))
+                    help="check only this session (repeatable): " + ", ".join(p.name for p in plans(False))
+                    + ", overwrite (write_record(overwrite=True))")
     ap.add_argument("--durable-always", action="store_true",
                     help="record the sessions with TrajectoryWriter(durable='always'): every flush fsynced "
                          "(what --strict-metadata needs for every commit to be durable)")

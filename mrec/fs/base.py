@@ -36,6 +36,14 @@ class FileSystem(Protocol):
     def rename(self, src: str, dst: str) -> None:
         """Atomic rename within one file system."""
 
+    def create_exclusive(self, path: str) -> None:
+        """Create an empty file; FileExistsError when the name is taken (O_EXCL)."""
+
+    def lock(self, path: str, *, directory: bool = False, blocking: bool = False):
+        """An exclusive OS lock (``flock``) on a lock file (created if absent, never through a
+        link) or an existing directory, released when the holder releases it or dies; None
+        when another holder has it and not ``blocking``.  See :class:`mrec.fs.posix.FileLock`."""
+
     def fsync(self, path: str) -> None:
         """Make a file's data durable."""
 

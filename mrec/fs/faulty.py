@@ -28,6 +28,10 @@ prefix per directory under ``ordered_metadata=False`` (nothing but fsync
 orders anything).  Overwrites of existing bytes (an index rewritten in place)
 are never ordered by metadata: they are the torn writes.
 
+Directories are inodes: a directory's entries are events of its own, so a
+renamed directory (a whole record moved under its name) takes its contents
+along, and a dropped rename leaves them under the old name.
+
 Every choice comes from a ``random.Random(seed)``, so a state is reproducible
 from ``(cut, seed)``; ``seed=None`` picks the extreme "everything not forced
 is lost" and ``seed="all"`` "everything issued survived (sector by sector the
@@ -103,7 +107,7 @@ class CrashSimulator:
         if stray_temp and cut < len(self.ops) and self.ops[cut].kind == "replace":
             op = self.ops[cut]
             d, n = self._split(self._rel(op.path))
-            tmp = os.path.join(dest, *(d.split("/") if d else []), f"{TEMP_MARK}{n}.crash")
+            tmp = os.path.join(dest, *(d.split("/") if d else []), f"{TEMP_MARK}{n}.deaddead")   # the shape replace gives it
             os.makedirs(os.path.dirname(tmp), exist_ok=True)
             with open(tmp, "wb") as f:
                 f.write(op.data[: len(op.data) // 2])
@@ -136,24 +140,46 @@ class CrashSimulator:
 
     # -- power loss ------------------------------------------------------------
     def _trace(self, cut: int):
-        """Inodes and directories as ``ops[:cut]`` built them."""
+        """Inodes and directories as ``ops[:cut]`` built them.
+
+        Directories are inodes too (keyed by an id; the root is 0): a directory's entries are
+        events of its own, so a renamed directory takes its contents along, and a directory
+        entry dropped by a power loss takes everything under it out of reach.
+        """
         inodes: dict[int, _Inode] = {}
-        dirs: dict[str, _Dir] = {"": _Dir()}
-        live: dict[str, object] = {"": "dir"}      # rel path -> ino | "dir"
+        dirs: dict[int, _Dir] = {0: _Dir()}
+        live: dict[str, object] = {"": ("d", 0)}     # rel path -> ino | ("d", dir id)
         nxt = [0]
+        nxt_dir = [0]
 
         def new_inode(seq):
             nxt[0] += 1
             inodes[nxt[0]] = _Inode(nxt[0], born=seq)
             return inodes[nxt[0]]
 
+        def new_dir():
+            nxt_dir[0] += 1
+            dirs[nxt_dir[0]] = _Dir()
+            return ("d", nxt_dir[0])
+
+        def dir_id(d):
+            if d not in live:        # there before the session began: its entry always survives
+                pd, n = self._split(d)
+                live[d] = new_dir()
+                dirs[dir_id(pd)].events.insert(0, (-1, n, live[d]))
+            return live[d][1]
+
         def link(seq, rel, target):
             d, n = self._split(rel)
-            dirs.setdefault(d, _Dir()).events.append((seq, n, target))
+            dirs[dir_id(d)].events.append((seq, n, target))
             if target is None:
                 live.pop(rel, None)
             else:
                 live[rel] = target
+
+        def move_subtree(src, dst):
+            for key in [k for k in live if k.startswith(src + "/")]:
+                live[dst + key[len(src):]] = live.pop(key)
 
         for seq, op in enumerate(self.ops[:cut]):
             k = op.kind
@@ -177,9 +203,11 @@ class CrashSimulator:
                 inodes[live[rel]].events.append((seq, "t", op.offset, None))
             elif k == "rename":
                 src = self._rel(op.data.decode())
-                ino = live[src]
+                target = live[src]
                 link(seq, src, None)
-                link(seq, rel, ino)
+                link(seq, rel, target)
+                if isinstance(target, tuple):
+                    move_subtree(src, rel)
             elif k == "remove":
                 link(seq, rel, None)
             elif k == "mkdir":
@@ -189,14 +217,13 @@ class CrashSimulator:
                     for i in range(1, len(parts) + 1):
                         sub = "/".join(parts[:i])
                         if sub not in live:
-                            link(seq, sub, "dir")
-                            dirs.setdefault(sub, _Dir())
+                            link(seq, sub, new_dir())
             elif k == "rmdir":
                 link(seq, rel, None)
             elif k == "fsync":
                 inodes[live[rel]].fsyncs.append(seq)
             elif k == "fsync_dir":
-                dirs.setdefault(rel, _Dir()).fsyncs.append(seq)
+                dirs[dir_id(rel)].fsyncs.append(seq)
         return inodes, dirs
 
     def materialise_power(self, cut: int, dest: str, *, seed=None, ordered_metadata: bool = True) -> dict:
@@ -231,19 +258,31 @@ class CrashSimulator:
                 lo = next(i for i, s in enumerate(seqs) if s >= forced_dir[d])
                 keep_dir[d] = seqs[pick(lo, len(seqs) - 1)]
             horizon = -1
-        tree: dict[str, object] = {}
+        entries: dict[int, dict[str, object]] = {}
         for d, dd in dirs.items():
+            got: dict[str, object] = {}
             for s, n, target in dd.events:
                 if s <= keep_dir[d]:
-                    rel = f"{d}/{n}" if d else n
                     if target is None:
-                        tree.pop(rel, None)
+                        got.pop(n, None)
                     else:
-                        tree[rel] = target
-        # a path survives only when every parent directory's entry survived
-        def reachable(rel: str) -> bool:
-            parts = rel.split("/")
-            return all(tree.get("/".join(parts[:i])) == "dir" for i in range(1, len(parts)))
+                        got[n] = target
+            entries[d] = got
+        # the tree reachable from the root through surviving entries
+        tree: dict[str, object] = {}
+        stack, seen = [("", 0)], {0}
+        while stack:
+            prefix, d = stack.pop()
+            for n, target in entries[d].items():
+                rel = f"{prefix}/{n}" if prefix else n
+                if isinstance(target, tuple):
+                    if target[1] in seen:            # pragma: no cover (a directory reached twice)
+                        continue
+                    seen.add(target[1])
+                    tree[rel] = "dir"
+                    stack.append((rel, target[1]))
+                else:
+                    tree[rel] = target
 
         renamed_over = set()
         if ordered_metadata:
@@ -255,8 +294,6 @@ class CrashSimulator:
         os.makedirs(dest, exist_ok=True)
         contents: dict[int, bytes] = {}
         for rel in sorted(tree, key=lambda r: r.count("/")):
-            if not reachable(rel):
-                continue
             target = tree[rel]
             p = os.path.join(dest, *rel.split("/"))
             if target == "dir":

@@ -1,10 +1,96 @@
-"""The real file system: os.pread / os.pwrite / os.replace / os.fsync."""
+"""The real file system: os.pread / os.pwrite / os.replace / os.fsync, and flock locks."""
 from __future__ import annotations
 
 import os
+import re
 import secrets
 
+try:                                    # POSIX; without it locks are refused, never faked
+    import fcntl
+except ImportError:                     # pragma: no cover
+    fcntl = None
+
 TEMP_MARK = ".mrec-tmp-"
+#: Exactly the names :meth:`PosixFileSystem.replace` gives its temporary files
+#: (``.mrec-tmp-<name>.<8 hex>``): what a crash inside an atomic replace can leave.
+REPLACE_TEMP = re.compile(r"^" + re.escape(TEMP_MARK) + r".+\.[0-9a-f]{8}$", re.DOTALL)
+
+
+def replace_temp_name(name: str) -> str:
+    """The temporary name an atomic replace of ``name`` writes first."""
+    return f"{TEMP_MARK}{name}.{secrets.token_hex(4)}"
+
+
+class FileLock:
+    """An exclusive ``flock`` held on an open file or directory until :meth:`release`.
+
+    The kernel drops it when the process dies (however it dies), so a lock is
+    never stale; a lock file left behind by a dead holder is just a file.
+    ``previous`` is what the lock file held when the lock was taken.
+    """
+
+    def __init__(self, path: str, fd: int, *, directory: bool, previous: bytes = b"", created: bool = False):
+        self.created = created           # the lock file did not exist before
+        self.path = path
+        self.fd = fd
+        self.directory = directory
+        self.previous = previous
+        self.on_write: list = []         # hooks(path, data): a recording file system logs through them
+        self.on_release: list = []       # hooks(path) after the lock file is unlinked
+
+    @property
+    def held(self) -> bool:
+        return self.fd is not None
+
+    def write(self, data: bytes) -> None:
+        """Replace the lock file's contents (whoever reads it learns who holds the lock)."""
+        os.ftruncate(self.fd, 0)
+        done = 0
+        while done < len(data):
+            done += os.pwrite(self.fd, data[done:], done)
+        for hook in self.on_write:
+            hook(self.path, data)
+
+    def release(self, *, remove: bool = True) -> None:
+        """Unlock; a lock *file* is first unlinked (while still held) unless ``remove=False``. Idempotent."""
+        if self.fd is None:
+            return
+        try:
+            if remove and not self.directory:
+                try:
+                    if _same_file(self.path, self.fd):
+                        os.unlink(self.path)
+                        for hook in self.on_release:
+                            hook(self.path)
+                except FileNotFoundError:
+                    pass
+        finally:
+            fd, self.fd = self.fd, None
+            os.close(fd)                      # closing the last descriptor drops the flock
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __del__(self):
+        # an abandoned holder (never released) lets go as a dead process would: the file stays
+        if getattr(self, "fd", None) is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = None
+
+
+def _same_file(path: str, fd: int, follow: bool = False) -> bool:
+    try:
+        a = os.stat(path, follow_symlinks=follow)
+    except FileNotFoundError:
+        return False
+    b = os.fstat(fd)
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _open_dir_fd(path: str) -> int:
@@ -48,7 +134,7 @@ class PosixFileSystem:
 
     def replace(self, path: str, data: bytes, *, fsync: bool = False) -> None:
         directory, name = os.path.split(path)
-        tmp = os.path.join(directory, f"{TEMP_MARK}{name}.{secrets.token_hex(4)}")
+        tmp = os.path.join(directory, replace_temp_name(name))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             view = memoryview(data)
@@ -66,6 +152,54 @@ class PosixFileSystem:
 
     def rename(self, src: str, dst: str) -> None:
         os.replace(src, dst)
+
+    def create_exclusive(self, path: str) -> None:
+        """Create an empty file; FileExistsError if anything (even a dangling link) has the name."""
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+
+    def lock(self, path: str, *, directory: bool = False, blocking: bool = False) -> FileLock | None:
+        """Take an exclusive ``flock`` on ``path``; None when another holder has it (and not ``blocking``).
+
+        A lock *file* is created when absent (never through a symbolic link: OSError), and the
+        lock is only returned once the name still leads to the locked inode — a holder that
+        unlinked it on release cannot leave two processes each locking a different file.
+        ``directory=True`` locks an existing directory (nothing is created).
+        """
+        if fcntl is None:                                            # pragma: no cover
+            raise OSError("file locks (fcntl.flock) are not available on this platform")
+        if directory:           # a directory is locked wherever its name leads
+            flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+        else:
+            flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        flags |= getattr(os, "O_CLOEXEC", 0)
+        for _ in range(1000):
+            created = False
+            if directory:
+                fd = os.open(path, flags)
+            else:
+                try:
+                    fd = os.open(path, flags | os.O_EXCL, 0o644)
+                    created = True
+                except FileExistsError:
+                    try:
+                        fd = os.open(path, flags & ~os.O_CREAT)
+                    except FileNotFoundError:
+                        continue                 # unlinked in between: create it next time round
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            except BlockingIOError:
+                os.close(fd)
+                return None
+            except BaseException:
+                os.close(fd)
+                raise
+            if _same_file(path, fd, follow=directory):
+                previous = b"" if directory else os.pread(fd, 4096, 0)
+                return FileLock(path, fd, directory=directory, previous=previous, created=created)
+            os.close(fd)                     # the holder we waited for unlinked it: take the new one
+            if directory:
+                raise FileNotFoundError(path)
+        raise OSError(f"{path}: the lock file keeps being replaced")      # pragma: no cover
 
     def fsync(self, path: str) -> None:
         fd = os.open(path, os.O_RDONLY)

@@ -55,6 +55,19 @@ class RecordingFileSystem:
         self.inner.rename(src, dst)
         self._log("rename", dst, data=src.encode() if self.keep_data else None)
 
+    def create_exclusive(self, path):
+        self.inner.create_exclusive(path)
+        self._log("write_at", path, 0, 0, data=b"")
+
+    def lock(self, path, *, directory=False, blocking=False):
+        """The inner lock; a lock file's contents are logged as a replace, its removal as a remove
+        (what a crash can leave of it)."""
+        held = self.inner.lock(path, directory=directory, blocking=blocking)
+        if held is not None and not directory:
+            held.on_write.append(lambda p, d: self._log("replace", p, 0, len(d), False, data=d))
+            held.on_release.append(lambda p: self._log("remove", p))
+        return held
+
     def fsync(self, path):
         self.inner.fsync(path)
         self._log("fsync", path)

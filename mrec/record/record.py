@@ -14,11 +14,13 @@ What mrec decides where the spec is silent (docs/user-guide.md):
 * :func:`write_record` builds the record under a temporary sibling name,
   fsyncs it, and renames it into place: a crash never leaves a half record
   under the final name.  An existing path is refused unless
-  ``overwrite=True`` (then the old tree is replaced, atomically for readers
-  that open by name).
+  ``overwrite=True``: then the complete new record is first committed under
+  ``.mrec-tmp-new-<name>`` and swapped in; a crash anywhere leaves the old or
+  the new record under the name, or the new one under that sibling, from
+  which the next write / read / writer open / ``mrec repair`` of the name
+  rolls forward (:mod:`mrec.record.replace`).
 * Everything mrec does not model -- unknown root sections, unknown nodes
-  inside known sections, the metrics WAL -- is kept
-  as raw bytes per key and written back verbatim by :meth:`Record.write`;
+  inside known sections, the metrics WAL -- is kept as raw bytes per key and written back verbatim by :meth:`Record.write`;
   the trajectory is copied key by key, verbatim, too.
 * The system/trajectory 1:1 rule (mrec-notes §3.1) is checked on read
   (row counts) and enforced by the trajectory writer on append (row counts
@@ -47,6 +49,7 @@ from .metrics import Metrics
 from .model import Frame, check_node_name
 from .nodes import Group, read_group_tree, write_group_tree
 from .observables import Observable, check_observables, read_observables, write_observables
+from .replace import Build, recover
 from .schema import check_text
 from .trajectory_read import TRAJ, TrajectoryReader, open_store
 
@@ -203,7 +206,8 @@ def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
         raise refuse_remote_write(path, "write a record to")
     fs = fs or DEFAULT_FS
     final = os.path.abspath(os.fspath(path))
-    if fs.exists(final) and not overwrite:
+    recover(fs, final)                             # an overwrite a crash interrupted, first
+    if (fs.exists(final) or fs.is_link(final)) and not overwrite:
         raise _refuse("exists", "the path exists (pass overwrite=True to replace it)", final)
     check_system_alignment(rec.system, rec.trajectory, final)
     _check_forcefield_version(rec, final)
@@ -346,6 +350,9 @@ def read_record(path, *, fs=None, storage_options=None) -> Record:
     ``record.trajectory``), everything else is read.  Close the record (or
     use ``with``) to release a zip archive.
     """
+    name = os.fspath(path)
+    if not name.endswith(".zip") and "://" not in name:
+        recover(fs or DEFAULT_FS, os.path.abspath(name))    # an overwrite a crash interrupted
     store = open_store(path, fs=fs, storage_options=storage_options)
     try:
         rec = _read(store, os.fspath(path))
@@ -459,17 +466,21 @@ def read_group(path, group: str, *, fs=None) -> Group:
 
 def _new_store(path, write, *, overwrite: bool, fs) -> Path:
     """Build a new store at ``path`` under a temporary sibling (``write(store)`` returns its keys), fsync
-    it and rename it into place; an existing path is refused unless ``overwrite``."""
+    it and move it into place; an existing path is refused unless ``overwrite``, and then the complete
+    new store is committed under ``.mrec-tmp-new-<name>`` before the old one moves, so a crash leaves a
+    complete store under the name or one the next open recovers (:mod:`mrec.record.replace`)."""
     fs = fs or DEFAULT_FS
     final = os.path.abspath(os.fspath(path))
-    if fs.exists(final) and not overwrite:
+    recover(fs, final)                             # an overwrite a crash interrupted, first
+    if (fs.exists(final) or fs.is_link(final)) and not overwrite:
         raise _refuse("exists", "the path exists (pass overwrite=True to replace it)", final)
     parent, name = os.path.split(final)
     try:
         fs.makedirs(parent)
     except (OSError, ValueError) as exc:
         raise path_refusal(exc, parent) from None
-    tmp = os.path.join(parent, f"{TEMP_MARK}{name}.{secrets.token_hex(4)}")
+    build = Build(fs, final)                       # .mrec-tmp-<name>.<hex>, locked while built
+    tmp = build.start()
     store = DirectoryStore(tmp, fs=fs)
     try:
         store.makedirs("")
@@ -478,10 +489,10 @@ def _new_store(path, write, *, overwrite: bool, fs) -> Path:
         except UnicodeEncodeError as exc:
             raise _unencodable_refusal(exc, final) from None
         _fsync_tree(store, keys)
-        _swap_in(fs, tmp, final, parent)
+        build.commit(overwrite=overwrite, refuse_exists=lambda: _refuse(
+            "exists", "the path exists (pass overwrite=True to replace it)", final))
     except BaseException:
-        if fs.exists(tmp):
-            remove_tree(fs, tmp)
+        build.abort()
         raise
     return Path(final)
 

@@ -54,6 +54,7 @@ class RepairReport:
     #: (shard, what): an older chunk copy stands in for a newest copy wholly past the end of the file
     #: and its last needed row is the fill value — a power loss and a cut file look alike there
     stand_ins: list[tuple[str, str]] = field(default_factory=list)
+    removed_temps: list[str] = field(default_factory=list)      # temp files of an atomic replace a crash left
 
     @property
     def ok(self) -> bool:
@@ -70,6 +71,10 @@ class RepairReport:
             lines.append(f"  unrecoverable {key}: {why}")
         for key, what in self.stand_ins:
             lines.append(f"  note {key}: {what}")
+        if self.removed_temps:
+            verb_t = "would remove" if self.dry_run else "removed"
+            shown = ", ".join(self.removed_temps[:5]) + (" ..." if len(self.removed_temps) > 5 else "")
+            lines.append(f"  {verb_t} {len(self.removed_temps)} temporary file(s) a crash left: {shown}")
         return "\n".join(lines)
 
 

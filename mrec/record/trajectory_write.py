@@ -34,6 +34,7 @@ import struct
 import numpy as np
 
 from ..errors import CorruptionError, RefusalError, StoreError, WriteError
+from ..fs import DEFAULT_FS
 from ..zarr.array import Array, ShardedAppender, meta_key, read_node, write_group
 from ..zarr.dtypes import DATA_TYPES
 from ..zarr.metadata import ArrayMetadata, GroupMetadata, json_dumps
@@ -42,12 +43,14 @@ from . import extents as X
 from . import typed_json
 from .dtypes import numpy_dtype, row_bytes, zarr_data_type
 from .model import Box, Frame
-from .lock import parse_lock_pid, pid_alive
+from .leftovers import prepare_for_writing
+from .lock import LOCK_NAME, lock_store
+from .replace import recover
 from .precision import round_to_precision, stack_rounded, stack_rows
 from .repair import repair_store
 from .schema import ABSENT, SequenceSchema, check_text
 from .frame_group import VALIDITY
-from .trajectory_read import LOCK_NAME, TRAJ, load_layout, refuse, tag_layout, TrajectoryReader
+from .trajectory_read import TRAJ, load_layout, tag_layout, TrajectoryReader
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
@@ -327,7 +330,6 @@ class TrajectoryWriter:
         self.has_time: bool | None = None
         self.traj_attrs: dict = {}
         self.flush_every = 1
-        self._locked = False
         self.system: dict[str, tuple[int, np.ndarray | None]] = {}   # block -> (rows, id) of system/
         self._unsynced: tuple[list, list] = ([], [])   # keys written by automatic flushes since the last fsync
 
@@ -347,29 +349,36 @@ class TrajectoryWriter:
             raise RefusalError(f"schema {schema!r} is not a SequenceSchema", kind="declaration_mismatch")
         check_text(meta, "meta document", path)
         store = DirectoryStore(path, fs=fs)
-        root = read_node(store, "")
-        if root is not None and not isinstance(root, GroupMetadata):
-            raise RefusalError("the record root is an array, not a group", path=path, kind="not_a_record")
-        if read_node(store, TRAJ) is not None:
-            raise RefusalError("the record already has a trajectory: use TrajectoryWriter.open to append",
-                               path=store.describe(TRAJ), kind="exists")
         w = cls(store, schema, durable=durable, compression=X.Compression.parse(compression))
-        w._check_lock()
-        w._load_system(creating=True)
-        written: list[str] = []
-        if root is None:
-            store.makedirs("")
-            write_group(store, "")                                  # the root first,
-            written.append("zarr.json")
-        if read_node(store, "meta") is None:
-            write_group(store, "meta", meta or {})                  # then meta/
-            written.append("meta/zarr.json")
-        w._acquire_lock()
-        w._use_profile(profile, compression)
-        w._use_size_hint(expected_frames)
-        w._create_layout(written)
-        w.flush_every = flush_every if flush_every is not None else w._auto_k()
-        w._check_flush_every()
+        recover(store.fs, os.path.abspath(path))          # an overwrite a crash interrupted (mrec.record.replace)
+        made = not store.fs.is_dir(path)
+        store.makedirs("")
+        w._take_lock(made)
+        try:
+            root = read_node(store, "")
+            if root is not None and not isinstance(root, GroupMetadata):
+                raise RefusalError("the record root is an array, not a group", path=path, kind="not_a_record")
+            if read_node(store, TRAJ) is not None:
+                raise RefusalError("the record already has a trajectory: use TrajectoryWriter.open to append",
+                                   path=store.describe(TRAJ), kind="exists")
+            w._load_system(creating=True)
+            written: list[str] = []
+            if root is None:
+                write_group(store, "")                                  # the root first,
+                written.append("zarr.json")
+            if read_node(store, "meta") is None:
+                write_group(store, "meta", meta or {})                  # then meta/
+                written.append("meta/zarr.json")
+            w._use_profile(profile, compression)
+            w._use_size_hint(expected_frames)
+            w._create_layout(written)
+            w.flush_every = flush_every if flush_every is not None else w._auto_k()
+            w._check_flush_every()
+        except BaseException:
+            w._release_lock()
+            if made:
+                w._remove_if_untouched()
+            raise
         w.traj_attrs = {"sequence_schema": schema.to_json(), "nstep": 0}
         if w.durable:
             w._sync(written, [])                                    # the layout on disk before
@@ -386,24 +395,29 @@ class TrajectoryWriter:
              compression=None) -> "TrajectoryWriter":
         _refuse_url(path, "append to")
         path = os.fspath(path)
+        recover(fs or DEFAULT_FS, os.path.abspath(path))  # an overwrite a crash interrupted (mrec.record.replace)
         if not os.path.isdir(path):
             raise StoreError("a trajectory is appended to in its *.mrec directory (unpack a *.mrec.zip first)", path=path)
         store = DirectoryStore(path, fs=fs)
-        layout = load_layout(store)
-        w = cls(store, layout.schema, durable=durable, compression=X.Compression.parse(compression))
-        w._check_lock()
-        w._load_system(creating=False)
-        w._acquire_lock()
-        w.repair_report = repair_store(store)           # torn / dropped shard index rewrites (mrec.repair)
-        if not w.repair_report.ok:
-            w._release_lock()
-            key, why = w.repair_report.unrecoverable[0]
-            raise CorruptionError(why, path=key)
-        if w.repair_report.repaired:
+        held = lock_store(store.fs, path, "writer")       # one writer; links refused, temp leftovers removed
+        try:
+            removed = prepare_for_writing(store.fs, path, "appending")
             layout = load_layout(store)
-        w._restore(layout)
-        w.flush_every = flush_every if flush_every is not None else w._auto_k()
-        w._check_flush_every()
+            w = cls(store, layout.schema, durable=durable, compression=X.Compression.parse(compression))
+            w._lock, w.removed_temps = held, removed
+            w._load_system(creating=False)
+            w.repair_report = repair_store(store)           # torn / dropped shard index rewrites (mrec.repair)
+            if not w.repair_report.ok:
+                key, why = w.repair_report.unrecoverable[0]
+                raise CorruptionError(why, path=key)
+            if w.repair_report.repaired:
+                layout = load_layout(store)
+            w._restore(layout)
+            w.flush_every = flush_every if flush_every is not None else w._auto_k()
+            w._check_flush_every()
+        except BaseException:
+            held.release()
+            raise
         return w
 
     def _load_system(self, *, creating: bool) -> None:
@@ -443,23 +457,31 @@ class TrajectoryWriter:
             raise RefusalError(f"flush_every {k!r} is not a positive integer", kind="bad_flush_every")
 
     # -- the lock ---------------------------------------------------------------------
-    def _check_lock(self):
-        raw = self.store.get(LOCK_NAME)
-        if raw is None:
-            return
-        pid = parse_lock_pid(raw)
-        if pid is not None and pid != os.getpid() and pid_alive(pid):
-            raise RefusalError(f"another writer (pid {pid}) has this store open: a store has one writer at a time",
-                               path=self.store.describe(LOCK_NAME), kind="live_writer")
+    _lock = None
+    removed_temps: list = []
 
-    def _acquire_lock(self):
-        self.store.set(LOCK_NAME, f"{os.getpid()}\n".encode())
-        self._locked = True
+    def _take_lock(self, made: bool) -> None:
+        """The store's writer lock (mrec.record.lock); then links refused, temp leftovers removed."""
+        try:
+            self._lock = lock_store(self.store.fs, self.store.root, "writer")
+            self.removed_temps = prepare_for_writing(self.store.fs, self.store.root, "appending")
+        except BaseException:
+            self._release_lock()
+            if made:
+                self._remove_if_untouched()
+            raise
 
     def _release_lock(self):
-        if self._locked:
-            self.store.delete(LOCK_NAME)
-            self._locked = False
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _remove_if_untouched(self) -> None:
+        """A refused create leaves no directory it made."""
+        try:
+            self.store.fs.rmdir(self.store.root)
+        except OSError:
+            pass
 
     # -- layout at creation -------------------------------------------------------------
     profile = "reference"

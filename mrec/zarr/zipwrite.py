@@ -137,9 +137,16 @@ class ZipWriter:
         self.zip64_threshold = zip64_threshold
         self.zip64_count_threshold = zip64_count_threshold
         self.piece_size = piece_size
-        if self.fs.exists(self.path):
-            raise StoreError("archive already exists; ZipWriter writes new files only", path=self.path)
-        self.fs.write_at(self.path, 0, b"")
+        create = getattr(self.fs, "create_exclusive", None)
+        try:
+            if create is None:
+                if self.fs.exists(self.path):
+                    raise FileExistsError(self.path)
+                self.fs.write_at(self.path, 0, b"")
+            else:
+                create(self.path)                 # O_EXCL: two writers never share one file
+        except FileExistsError:
+            raise StoreError("archive already exists; ZipWriter writes new files only", path=self.path) from None
         self.entries: list[WrittenEntry] = []
         self._names: set[str] = set()
         self._dirs: set[str] = set()

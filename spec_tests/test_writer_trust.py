@@ -541,15 +541,30 @@ def test_failure_in_an_automatic_flush_surfaces_from_append(tmp_path, reference)
     _check_against(p, reference, _NFRAMES)
 
 
+def _store_with_tail(p):
+    """Three committed frames and an uncommitted tail of two (arrays longer than nstep: the state a
+    crash between a flush's landings and its commit marker leaves)."""
+    with _create(p, None, True) as w:
+        for i in range(3):
+            w.append(_rich_frame(i), step=3 * i, time=0.5 * i)
+    marker = (p / "trajectory" / "zarr.json").read_bytes()
+    with mrec.TrajectoryWriter.open(p) as w:
+        for i in range(3, 5):
+            w.append(_rich_frame(i), step=3 * i, time=0.5 * i)
+    (p / "trajectory" / "zarr.json").write_bytes(marker)
+
+
 def test_failing_create_or_open_raises_write_error_and_can_be_repeated(shm_path, reference):
     from mrec.fs.faulty import FaultyFileSystem
     probe = FaultyFileSystem()
     w = _create(shm_path / "probe.mrec", probe, True)
     n_create = probe.count
-    w.append(_rich_frame(0), step=0, time=0.0)
     w.close()
+    # open writes nothing to a clean store (the writer lock is an OS lock, not a file write), so
+    # its injection points are those of a store with an uncommitted tail, which open shrinks
+    _store_with_tail(shm_path / "tail.mrec")
     probe.arm(None)
-    w = mrec.TrajectoryWriter.open(shm_path / "probe.mrec", fs=probe)
+    w = mrec.TrajectoryWriter.open(shm_path / "tail.mrec", fs=probe)
     n_open = probe.count
     w.close()
     assert n_create > 20 and n_open >= 1
@@ -571,9 +586,7 @@ def test_failing_create_or_open_raises_write_error_and_can_be_repeated(shm_path,
         shutil.rmtree(p)
     for k in range(n_open):
         p = shm_path / f"o{k}.mrec"
-        with _create(p, None, True) as w:
-            for i in range(3):
-                w.append(_rich_frame(i), step=3 * i, time=0.5 * i)
+        _store_with_tail(p)
         fs = FaultyFileSystem()
         fs.arm(k, errno.EIO)
         with pytest.raises(mrec.WriteError) as e:

@@ -380,13 +380,17 @@ class TrajectoryWriter:
                 w._remove_if_untouched()
             raise
         w.traj_attrs = {"sequence_schema": schema.to_json(), "nstep": 0}
-        if w.durable:
-            w._sync(written, [])                                    # the layout on disk before
-            if "zarr.json" not in written:       # an existing record: its root now holds trajectory/
-                store.fsync_dir("")
-        store.set(meta_key(TRAJ), json_dumps(GroupMetadata(w.traj_attrs).to_json()), fsync=w.durable)
-        if w.durable:                                               # the trajectory/zarr.json that names it
-            store.fsync_dir(TRAJ)
+        try:
+            if w.durable:
+                w._sync(written, [])                                # the layout on disk before
+                if "zarr.json" not in written:   # an existing record: its root now holds trajectory/
+                    store.fsync_dir("")
+            store.set(meta_key(TRAJ), json_dumps(GroupMetadata(w.traj_attrs).to_json()), fsync=w.durable)
+            if w.durable:                                           # the trajectory/zarr.json that names it
+                store.fsync_dir(TRAJ)
+        except BaseException:
+            w._release_lock()               # a failed create returns no writer, so it holds no lock
+            raise
         return w
 
     @classmethod

@@ -373,6 +373,73 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
     return 1 if violations else 0
 
 
+def run_truncation(seeds: int, ordered: bool, verbose: bool) -> int:
+    """Restarts: a durable session of 10 frames, then ``TrajectoryWriter.open(truncate_after_step=S)``
+    and ``close()``; every cut of the truncation's operations must open at the old state or the
+    truncated one -- exactly the one the OS last received for a process crash, and the truncated
+    one once its commit marker was fsynced -- with every visible frame intact, and must reopen,
+    take two frames and read back."""
+    t0 = time.time()
+    counts = {"process": 0, "power": 0}
+    violations: list[str] = []
+    work = tempfile.mkdtemp(prefix="mrec-crashcheck-trunc-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        plan = Plan("truncation", 21, 10, flush_every=3, explicit_every=4, box_every=3, irregular_from=6)
+        fs = recording_fs()
+        root = os.path.join(work, "rec.mrec")
+        frames = []
+        w = mrec.TrajectoryWriter.create(root, schema(), fs=fs, flush_every=plan.flush_every)
+        for act in plan.actions[1:]:
+            if act[0] == "append":
+                w.append(act[1], step=act[2], time=act[3])
+                frames.append(act[1:])
+            elif act[0] == "flush":
+                w.flush()
+        w.close()
+        old = len(frames)
+        keep = 4
+        start = len(fs.ops)
+        w = mrec.TrajectoryWriter.open(root, fs=fs, truncate_after_step=frames[keep - 1][1] + 1)
+        w.close()
+        ops = fs.ops
+        sim = CrashSimulator(ops, root)
+        published, durable = commit_points(ops, root)
+        want = expected_frames(frames)
+        check = Checker(want)
+        for cut in range(start, len(ops) + 1):
+            received = _upto(published, cut)
+            variants = [False, True] if cut < len(ops) and ops[cut].kind == "replace" else [False]
+            for stray in variants:
+                dest = os.path.join(work, "state")
+                shutil.rmtree(dest, ignore_errors=True)
+                sim.materialise_process(cut, dest, stray_temp=stray)
+                counts["process"] += 1
+                bad = check(dest, received, received, {received})
+                if bad:
+                    violations.append(f"[process] truncation cut {cut}/{len(ops)} ({_op(ops, cut)}): {bad}")
+            # power loss: the truncated state is always allowed, the old one until the lowered
+            # marker is durable
+            lo, hi = keep, (keep if _upto(durable, cut) == keep else old)
+            for seed in [None, "all"] + [cut * 1000 + k for k in range(seeds)]:
+                dest = os.path.join(work, "state")
+                shutil.rmtree(dest, ignore_errors=True)
+                sim.materialise_power(cut, dest, seed=seed, ordered_metadata=ordered)
+                counts["power"] += 1
+                bad = check(dest, lo, hi, {keep, hi})
+                if bad:
+                    violations.append(f"[power] truncation cut {cut}/{len(ops)} ({_op(ops, cut)}) seed {seed}: {bad}")
+        if verbose:
+            print(f"  truncation: {len(ops) - start} ops cut, {old} -> {keep} frames", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"crashcheck truncation: process-crash states {counts['process']}, power-loss states {counts['power']} "
+          f"[{'ordered metadata' if ordered else 'strict'}], {check.distinct} distinct, violations {len(violations)}, "
+          f"{time.time() - t0:.1f} s")
+    for v in violations[: (None if verbose else 40)]:
+        print("  " + v)
+    return 1 if violations else 0
+
+
 def _op(ops, cut):
     if cut >= len(ops):
         return "end"
@@ -401,8 +468,12 @@ def main(argv=None) -> int:
                     help="record the sessions with TrajectoryWriter(durable='always'): every flush fsynced "
                          "(what --strict-metadata needs for every commit to be durable)")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--truncate", action="store_true",
+                    help="check the restart truncation (TrajectoryWriter.open(truncate_after_step=...)) at every cut")
     a = ap.parse_args(argv)
     seeds = a.seeds if a.seeds is not None else (2 if a.quick else 6)
+    if a.truncate:
+        return run_truncation(seeds, not a.strict_metadata, a.verbose)
     return run(a.quick, seeds, not a.strict_metadata, a.verbose, a.cuts, a.plan,
                "always" if a.durable_always else True)
 

@@ -169,8 +169,9 @@ def _u64_or_skip(values, name: str, skipped: list) -> np.ndarray | None:
     return None
 
 
-def _topology_system(u, skipped: list) -> tuple[dict, list[str]]:
-    """system blocks from an MDAnalysis Universe's topology attributes."""
+def _topology_system(u, skipped: list, relations: bool = True) -> tuple[dict, list[str]]:
+    """system blocks from the topology attributes of an MDAnalysis Universe or AtomGroup (bonds,
+    angles and dihedrals only with ``relations``: their indices are the Universe's)."""
     atoms = u.atoms
     cols: dict[str, Any] = {}
     for attr, col in (("elements", "element"), ("names", "name"), ("types", "type"),
@@ -187,6 +188,8 @@ def _topology_system(u, skipped: list) -> tuple[dict, list[str]]:
     blocks = {"atoms": cols} if cols else {}
     counts = {"atoms": len(atoms)}
     for attr, name, ends in (("bonds", "bonds", "ij"), ("angles", "angles", "ijk"), ("dihedrals", "dihedrals", "ijkl")):
+        if not relations:
+            break
         try:
             group = getattr(atoms, attr)
         except (AttributeError, Exception):   # noqa: BLE001 - MDAnalysis raises NoDataError when absent

@@ -382,9 +382,6 @@ def _ase_frame(atoms, ase_units) -> tuple[dict, dict]:
 
 def _import_ase(src, live, sel, precision, profile, compression, progress) -> ConvertResult:
     ase_io = require("ase.io")
-    ase_units = require("ase.units")
-    from ..record.trajectory_write import TrajectoryWriter
-    from ..record.schema import SequenceSchema
     res = ConvertResult(src, live, reader="ASE", precision=precision)
     it = ase_io.iread(src, index=sel)
     try:
@@ -393,6 +390,34 @@ def _import_ase(src, live, sel, precision, profile, compression, progress) -> Co
         raise MrecError("no frames selected", path=src) from None
     except Exception as exc:  # noqa: BLE001 - ASE raises many types for unreadable input
         raise MrecError(f"ASE cannot read it ({type(exc).__name__}: {exc})", path=src) from None
+
+    def images():
+        yield first
+        yield from it
+
+    meta = {**_creator(), "converted_from": {"path": os.path.basename(src), "format": "ASE"}}
+    counts, res.fields = write_ase_images(live, images(), precision=precision, profile=profile,
+                                          compression=compression, progress=progress, meta=meta, label=src)
+    res.frames = len(counts)
+    res.atoms = counts[0] if len(set(counts)) == 1 else sorted(set(counts))
+    return res
+
+
+def write_ase_images(live: str, images, *, precision=None, profile="reference", compression=None, progress=None,
+                     meta: dict | None = None, label: str | None = None) -> tuple[list[int], list[str]]:
+    """Stream ASE ``Atoms`` into a new trajectory at ``live`` (a ``*.mrec`` directory).
+
+    The first image fixes the per-atom fields and results every image must have; the atom count
+    may change.  Steps are the image ordinals.  Returns (atom counts, fields written)."""
+    ase_units = require("ase.units")
+    from ..record.schema import SequenceSchema
+    from ..record.trajectory_write import TrajectoryWriter
+    label = label or live
+    it = iter(images)
+    try:
+        first = next(it)
+    except StopIteration:
+        raise MrecError("no images to write", path=live) from None
     f0, has0 = _ase_frame(first, ase_units)
     cols0 = f0["blocks"]["atoms"]
     s = SequenceSchema()
@@ -401,34 +426,36 @@ def _import_ase(src, live, sel, precision, profile, compression, progress) -> Co
         dt = "string" if v.dtype == object else ("i64" if v.dtype.kind == "i" else "f64")
         s.declare_column("atoms", c, dt, precision=precision if c in "xyz" else None)
     meta0 = f0.get("meta", {})
-    for k, v in meta0.items():
+    for k in meta0:
         s.declare_meta(k, "f64x6" if k == "stress" else "f64")
-    res.fields = sorted(cols0) + sorted(meta0) + (["box"] if "box" in f0 else [])
-    meta = {**_creator(), "converted_from": {"path": os.path.basename(src), "format": "ASE"}}
+    fields = sorted(cols0) + sorted(meta0) + (["box"] if "box" in f0 else [])
     counts: list[int] = []
-    with TrajectoryWriter.create(live, s, compression=compression, profile=profile, meta=meta) as w:
+    with TrajectoryWriter.create(live, s, compression=compression, profile=profile, meta=meta or _creator()) as w:
         def put(fr, has, k):
             got = set(fr["blocks"]["atoms"])
             if got != set(cols0):
                 raise MrecError(f"frame {k}: per-atom fields {sorted(got)} differ from the first frame's "
-                                f"{sorted(cols0)}", path=src)
+                                f"{sorted(cols0)}", path=label)
             if set(fr.get("meta", {})) != set(meta0):
                 raise MrecError(f"frame {k}: results {sorted(fr.get('meta', {}))} differ from the first "
-                                f"frame's {sorted(meta0)}", path=src)
+                                f"frame's {sorted(meta0)}", path=label)
             w.append(fr, step=k, time=None)
             counts.append(has["n"])
             if progress is not None:
                 progress.update(len(counts))
         put(f0, has0, 0)
+        boxed = "box" in f0
         for k, atoms in enumerate(it, start=1):
             fr, has = _ase_frame(atoms, ase_units)
+            if "box" in fr:
+                boxed = True
+            elif boxed:           # no cell after a cell: omitting it would carry the last one forward
+                raise MrecError(f"frame {k} has no cell after frames with one (an mrec trajectory's cell is "
+                                "defined in every frame or in none)", path=label)
             put(fr, has, k)
-        # system meta is not written for an ASE source (the atom count may change): units live
-        # in the root meta document
+    # the atom count may change, so there is no system section: the units live in the meta document
     _set_root_units(live, ASE_UNITS)
-    res.frames = len(counts)
-    res.atoms = counts[0] if len(set(counts)) == 1 else sorted(set(counts))
-    return res
+    return counts, fields
 
 
 def _set_root_units(live: str, units: dict) -> None:

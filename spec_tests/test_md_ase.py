@@ -118,8 +118,10 @@ def test_reads_a_converted_md_record_in_ase_units(tmp_path):
     f = mrec.TrajectoryReader(out)[0]
     np.testing.assert_allclose(a.get_forces(), f.forces * u.kJ / u.mol, rtol=1e-12)
     heavy = a.get_masses() > 0                 # ASE keeps momenta: a massless virtual site has no velocity
+    with np.errstate(invalid="ignore"):
+        v = a.get_velocities()
     assert heavy.sum() > 0.5 * len(a)
-    np.testing.assert_allclose((a.get_velocities() * 1000 * u.fs)[heavy], f.velocities[heavy], rtol=1e-12)
+    np.testing.assert_allclose((v * 1000 * u.fs)[heavy], f.velocities[heavy], rtol=1e-12)
     assert a.get_chemical_symbols()[:3] == [str(s) for s in mrec.read_record(out).system.blocks["atoms"]["element"][:3]]
 
 

@@ -334,16 +334,7 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
                 received = _upto(published, cut)
                 allowed = {0} | {v for i, v in published if i < cut}
                 # process crash: exactly what the OS received
-                variants = [False, True] if cut < len(ops) and ops[cut].kind == "replace" else [False]
-                for stray in variants:
-                    dest = os.path.join(work, "state")
-                    shutil.rmtree(dest, ignore_errors=True)
-                    sim.materialise_process(cut, dest, stray_temp=stray)
-                    counts["process"] += 1
-                    bad = check(dest, received, received, allowed)
-                    if bad:
-                        violations.append(f"[process] {plan.name} cut {cut}/{len(ops)} ({_op(ops, cut)})"
-                                          f"{' +temp' if stray else ''}: {bad}")
+                _process_states(sim, ops, cut, work, check, received, allowed, counts, violations, plan.name)
                 # power loss: the extremes and sampled drop / tear combinations
                 must = _upto(durable, cut)
                 for seed in [None, "all"] + [cut * 1000 + k for k in range(seeds)]:
@@ -371,6 +362,21 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
     if len(violations) > 40 and not verbose:
         print(f"  ... {len(violations) - 40} more (use -v)")
     return 1 if violations else 0
+
+
+def _process_states(sim, ops, cut, work, check, received, allowed, counts, violations, name) -> None:
+    """The process-crash states of one cut (plus a stray temp file when the next op is a replace):
+    each must open at exactly ``received`` frames."""
+    variants = [False, True] if cut < len(ops) and ops[cut].kind == "replace" else [False]
+    for stray in variants:
+        dest = os.path.join(work, "state")
+        shutil.rmtree(dest, ignore_errors=True)
+        sim.materialise_process(cut, dest, stray_temp=stray)
+        counts["process"] += 1
+        bad = check(dest, received, received, allowed)
+        if bad:
+            violations.append(f"[process] {name} cut {cut}/{len(ops)} ({_op(ops, cut)})"
+                              f"{' +temp' if stray else ''}: {bad}")
 
 
 def run_truncation(seeds: int, ordered: bool, verbose: bool) -> int:
@@ -408,15 +414,7 @@ def run_truncation(seeds: int, ordered: bool, verbose: bool) -> int:
         check = Checker(want)
         for cut in range(start, len(ops) + 1):
             received = _upto(published, cut)
-            variants = [False, True] if cut < len(ops) and ops[cut].kind == "replace" else [False]
-            for stray in variants:
-                dest = os.path.join(work, "state")
-                shutil.rmtree(dest, ignore_errors=True)
-                sim.materialise_process(cut, dest, stray_temp=stray)
-                counts["process"] += 1
-                bad = check(dest, received, received, {received})
-                if bad:
-                    violations.append(f"[process] truncation cut {cut}/{len(ops)} ({_op(ops, cut)}): {bad}")
+            _process_states(sim, ops, cut, work, check, received, {received}, counts, violations, "truncation")
             # power loss: the truncated state is always allowed, the old one until the lowered
             # marker is durable
             lo, hi = keep, (keep if _upto(durable, cut) == keep else old)

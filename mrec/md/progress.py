@@ -5,8 +5,9 @@ Drawn only when enabled: by default when stderr is a terminal (never in pipes, l
 """
 from __future__ import annotations
 
-import sys
 import time
+
+from ..progress import Bar
 
 __all__ = ["FrameBar"]
 
@@ -18,12 +19,13 @@ def _clock(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
 
-class FrameBar:
+class FrameBar(Bar):
+    """:class:`mrec.progress.Bar` counting frames, with the rate and the time left."""
+
     def __init__(self, label: str, total: int | None, *, stream=None, enabled: bool | None = None,
                  width: int = 24, every: float = 0.2):
-        self.label, self.total, self.width, self.every = label, total, width, every
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
+        super().__init__(label, unit="frames", stream=stream, enabled=enabled, width=width)
+        self.total, self.every = total, every
         self.t0 = time.monotonic()
         self._last = -1.0
         self.done = 0
@@ -54,13 +56,5 @@ class FrameBar:
     def close(self) -> None:
         if self.enabled:
             self._last = -1.0
-            self.update(self.done)
-            if self._drawn:
-                self.stream.write("\n")
-                self.stream.flush()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+            self.update(self.done)          # the final count and rate
+        super().close()

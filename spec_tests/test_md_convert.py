@@ -41,6 +41,7 @@ def test_dcd_psf_protein_exact(tmp_path):
     out = tmp_path / "adk.mrec.zip"
     p = cli("convert", D.DCD, out, "--top", D.PSF, "--json")
     doc = json.loads(p.stdout)
+    assert p.stderr == ""                       # no MDAnalysis warnings, no bar in a pipe
     u = universe(D.PSF, D.DCD)
     assert doc["frames"] == u.trajectory.n_frames == 98 and doc["atoms"] == len(u.atoms)
     rec = mrec.read_record(out)
@@ -120,6 +121,21 @@ def test_lammps_dump(tmp_path):
         assert r.positions(ts.frame).tobytes() == ts.positions.astype(np.float64).tobytes()
         np.testing.assert_allclose(r[ts.frame].box.dimensions, ts.dimensions, rtol=1e-6)
     assert r.steps.tolist() == [ts.data["step"] for ts in u.trajectory] if "step" in u.trajectory.ts.data else True
+
+
+def test_trz_per_frame_energies(tmp_path):
+    out = tmp_path / "trz.mrec"
+    cli("convert", D.TRZ, out, "--top", D.TRZ_psf)
+    u = universe(D.TRZ_psf, D.TRZ)
+    r = mrec.TrajectoryReader(out)
+    assert set(r.schema.meta) == {"total_energy", "potential_energy", "kinetic_energy"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for ts in u.trajectory:
+            f = r[ts.frame]
+            for k in r.schema.meta:
+                assert f.meta[k] == float(ts.data[k][0])
+            assert r.positions(ts.frame).tobytes() == ts.positions.astype(np.float64).tobytes()
 
 
 def _varying_extxyz(path):

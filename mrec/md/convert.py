@@ -228,13 +228,20 @@ def _box_of_dimensions(dims):
     return Box.from_dimensions(*d.tolist())
 
 
+def _scalar(v) -> float | None:
+    """A real number, or a one-element numeric array (TRZ's energies), as a float; else None."""
+    if isinstance(v, (bool, np.bool_)):
+        return None
+    if isinstance(v, (float, int, np.floating, np.integer)):
+        return float(v)
+    if isinstance(v, np.ndarray) and v.size == 1 and v.dtype.kind in "iuf":
+        return float(v.reshape(-1)[0])
+    return None
+
+
 def _energy_keys(data: dict) -> list[str]:
-    out = []
-    for k, v in data.items():
-        if "energ" in k.lower() and isinstance(v, (float, int, np.floating, np.integer)) \
-                and not isinstance(v, (bool, np.bool_)):
-            out.append(k)
-    return out
+    """The timestep data keys holding one energy per frame (``*energ*``)."""
+    return [k for k, v in data.items() if "energ" in k.lower() and _scalar(v) is not None]
 
 
 def _schema_atoms(n: int | None, precision: float | None, vel: bool, frc: bool, extra: dict | None = None):
@@ -310,7 +317,8 @@ def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progr
                 if box is not None:
                     frame["box"] = box
                 if energies:
-                    frame["meta"] = {k: float(ts.data.get(k, np.nan)) for k in energies}
+                    frame["meta"] = {k: (_scalar(ts.data.get(k)) if _scalar(ts.data.get(k)) is not None else np.nan)
+                                     for k in energies}
                 step = ts.data.get("step")
                 step = int(step) if step is not None else int(ts.frame)
                 if last_step is not None and step <= last_step:

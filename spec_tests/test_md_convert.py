@@ -234,3 +234,31 @@ def test_missing_extra_names_it(tmp_path):
     assert p.returncode == 2 and "pip install 'mrec[mdanalysis]'" in p.stderr and "Traceback" not in p.stderr
     from mrec.md import MissingExtraError
     assert issubclass(MissingExtraError, mrec.MrecError)
+
+
+def test_conversion_streams_in_bounded_memory(tmp_path):
+    """100 frames of 20000 atoms (48 MB as f64) convert with a peak far below the trajectory: frames
+    stream one at a time and the writer's buffer is bounded (about 4 MiB of rows)."""
+    import tracemalloc
+    from mrec.md.convert import convert
+    n, frames = 20000, 100
+    src = tmp_path / "big.dcd"
+    u = mda.Universe.empty(n, trajectory=True)
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with mda.Writer(str(src), n) as w:
+            for _ in range(frames):
+                u.atoms.positions = rng.uniform(0, 50, (n, 3)).astype(np.float32)
+                u.dimensions = [50, 50, 50, 90, 90, 90]
+                w.write(u.atoms)
+    tracemalloc.start()
+    try:
+        res = convert(src, tmp_path / "big.mrec")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    total = frames * n * 3 * 8
+    assert res.frames == frames and peak < 0.4 * total, (peak, total)
+    r = mrec.TrajectoryReader(tmp_path / "big.mrec")
+    assert r.positions(frames - 1).astype(np.float32).tobytes() == u.atoms.positions.tobytes()

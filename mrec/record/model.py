@@ -112,10 +112,12 @@ def _bad_box(message: str, path: str | None = None) -> RefusalError:
 
 
 def _real_array(value: Any, shape: tuple[int, ...], what: str) -> np.ndarray:
-    """``value`` as f64 of ``shape``: ints and float16/32 (MD tools' cells) widen exactly; anything
-    else -- complex, long double, strings -- is ``bad_box``."""
     a = np.asarray(value)
-    if a.dtype.kind not in "iuf" or (a.dtype.kind == "f" and a.dtype.itemsize > 8):
+    if a.dtype.kind == "f" and a.dtype.itemsize < 8:
+        # the constructor also builds the cells a reader reads: a stored float32 stays refused
+        raise RefusalError(f"box: {what} is {a.dtype}; the cell is f64 (Box.from_rows / from_dimensions "
+                           "take an MD tool's float32 cell and widen it exactly)", kind="narrow_float")
+    if a.dtype.kind not in "iuf" or (a.dtype.kind == "f" and a.dtype.itemsize != 8):
         raise _bad_box(f"{what} must be real numbers, found {a.dtype}")
     if a.shape != shape:
         raise _bad_box(f"{what} must have shape {list(shape)}, found {list(a.shape)}")
@@ -145,8 +147,8 @@ class Box:
     cell holds identity ``vectors`` whatever was given (a reader ignores
     stored vectors) and an all-False ``boundary`` by default; a True boundary
     flag on an undefined cell is refused.  Equality is bitwise (``-0.0`` and
-    ``0.0`` differ, NaN equals NaN).  Refusals are kind ``bad_box``; float32
-    input (an MD tool's cell) is widened to f64, which is exact.
+    ``0.0`` differ, NaN equals NaN).  Refusals are kind ``bad_box`` (and
+    ``narrow_float`` for float32 input: use :meth:`from_rows` for an MD tool's cell).
     """
 
     vectors: Any = None

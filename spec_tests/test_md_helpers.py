@@ -324,3 +324,21 @@ def test_float32_meta_and_cell_from_md_tools_are_exact(tmp_path):
     with pytest.raises(RefusalError) as exc:
         Box(rows.T)
     assert exc.value.kind == "narrow_float" and "from_rows" in str(exc.value)
+
+
+def test_a_stored_identifier_at_another_width_is_still_refused(tmp_path):
+    """Exact conversion is for a producer's input only: a reader still refuses a stored int64
+    ``res_id`` (the canonical identifiers are exactly u64 on disk)."""
+    import json
+    p = tmp_path / "r.mrec"
+    mrec.write_record(p, meta={"creator": {"name": "t"}},
+                      system={"blocks": {"atoms": {"res_id": np.array([1, 2], np.int64), "x": [0.0, 1.0]}}})
+    assert mrec.read_record(p).system.blocks["atoms"]["res_id"].dtype == np.uint64
+    zj = p / "system" / "atoms" / "res_id" / "zarr.json"
+    doc = json.loads(zj.read_text())
+    doc["data_type"] = "int64"
+    doc["fill_value"] = 0
+    zj.write_text(json.dumps(doc))
+    with pytest.raises(RefusalError) as e:
+        mrec.read_record(p)
+    assert e.value.kind == "canonical_dtype" and "res_id" in str(e.value)

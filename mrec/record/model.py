@@ -371,7 +371,9 @@ class Frame:
     Python lists of ints the dtype they should take when every value fits it
     exactly (e.g. the declared dtypes of a ``sequence_schema``); columns named
     in ``targets`` are hinted ``u64`` and canonical names their canonical
-    dtype.  numpy arrays are never converted.
+    dtype.  numpy arrays are converted to that same target only when the
+    conversion is exact (float32 -> f64, integers that fit; see
+    :func:`~mrec.record.dtypes.as_column_array`), a lossy one is refused.
 
     Refusals: a block named ``box`` (``reserved_block_name``), a column named
     ``_validity`` (``reserved_column_name``), invalid node names (same kinds),

@@ -179,7 +179,7 @@ def test_extxyz_with_changing_atom_counts_round_trip(tmp_path):
         assert a.get_potential_energy() == b.get_potential_energy()
     # an XTC holds one atom count: refused, naming the first frame where it changes
     p = cli("convert", out, tmp_path / "x.xtc", check=False)
-    assert p.returncode == 2 and "frame 1 has 5 atoms, the first 3" in p.stderr
+    assert p.returncode == 2 and "atom count changes at frame 1 (3 -> 5 atoms)" in p.stderr and "extxyz" in p.stderr
     assert not (tmp_path / "x.xtc").exists() and not (tmp_path / "x.xtc.mrec-partial").exists()
 
 
@@ -202,6 +202,14 @@ def test_back_out_to_xtc_dcd_pdb(tmp_path):
     assert u.trajectory.n_frames == 5
     for ts in u.trajectory:
         assert ts.positions.astype(np.float64).tobytes() == r.positions(ts.frame).tobytes()
+    cli("convert", dcd, tmp_path / "rev.dcd", "--frames", "::-2")            # any slice, reversed too
+    rev = universe(D.PSF, tmp_path / "rev.dcd")
+    assert rev.trajectory.n_frames == 3
+    assert np.array_equal(rev.trajectory[0].positions, r.positions(4).astype(np.float32))
+    cli("convert", dcd, tmp_path / "out.gro", "--frames", "0:1")              # topology reaches the writer
+    g = universe(tmp_path / "out.gro")
+    src = universe(D.PSF, D.DCD)
+    assert list(g.atoms.names) == list(src.atoms.names) and list(g.atoms.resnames) == list(src.atoms.resnames)
     cli("convert", dcd, tmp_path / "out.pdb", "--frames", "0:2")
     u = universe(tmp_path / "out.pdb")
     src = universe(D.PSF, D.DCD)

@@ -534,7 +534,7 @@ def _export(src, out, sel, *, overwrite, progress) -> ConvertResult:
                         if progress is not None:
                             progress.update(len(counts))
             else:
-                counts = _export_mda(rec, r, idx, tmp, out, lf, tf, steps, times, progress, res)
+                counts = _export_mda(src, idx, tmp, out, progress, res)
             os.replace(tmp, out)
         except BaseException:
             if os.path.exists(tmp):
@@ -553,48 +553,38 @@ def _scaled(view, lf: float):
     return view
 
 
-def _export_mda(rec, r, idx, tmp, out, lf, tf, steps, times, progress, res) -> list[int]:
+def _export_mda(src, idx, tmp, out, progress, res) -> list[int]:
+    """Write frames ``idx`` of the record through an MDAnalysis writer, reading the record with
+    :mod:`mrec.mdanalysis` (so PDB, GRO, ... writers get the topology: names, residues, elements)."""
     mda = require("MDAnalysis")
     import warnings
-    from .atoms import atoms_view
+    from .. import mdanalysis as _registers_mrec  # noqa: F401
     res.reader = "MDAnalysis writer"
-    counts: list[int] = []
     if not len(idx):
         raise MrecError("no frames selected")
-    first = atoms_view(r[idx[0]], rec.system)
-    n = first.n
     ext = os.path.splitext(out)[1].lstrip(".").upper()
-    u = mda.Universe.empty(n, trajectory=True, velocities=first.velocities is not None,
-                           forces=first.forces is not None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        try:
+            u = mda.Universe(src, src, format="MREC", topology_format="MREC")
+        except RefusalError as exc:
+            if exc.kind == "row_count_mismatch":
+                raise MrecError(f"{exc.detail} -- {ext} holds one atom count: "
+                                "write .extxyz, or select frames before the change with --frames", path=src) from None
+            raise
+        n = u.atoms.n_atoms
         try:
             writer = mda.Writer(tmp, n_atoms=n, format=ext)
         except (TypeError, ValueError) as exc:
             raise MrecError(f"MDAnalysis cannot write {ext} ({exc})", path=out) from None
+        counts: list[int] = []
         with writer as W:
-            ts = u.trajectory.ts
-            for i in idx:
-                view = atoms_view(r[i], rec.system)
-                if view.n != n:
-                    raise MrecError(f"frame {i} has {view.n} atoms, the first {n}: {ext} holds one atom count "
-                                    f"(write extxyz, or --frames up to {i})", path=out)
-                if view.positions is None:
-                    raise MrecError(f"frame {i} has no atoms x, y, z", path=out)
-                ts.positions = view.positions * lf
-                if ts.has_velocities and view.velocities is not None:
-                    ts.velocities = view.velocities * lf / tf
-                if ts.has_forces and view.forces is not None:
-                    ts.forces = view.forces / lf
-                ts.dimensions = None if view.box is None or not view.box.defined else view.box.dimensions * \
-                    np.array([lf, lf, lf, 1, 1, 1])
-                ts.frame = int(steps[i]) if ext in ("XTC", "TRR") else len(counts)
-                ts.data["step"] = int(steps[i])
-                ts.time = 0.0 if times is None else float(times[i]) * tf
+            for _ts in u.trajectory[np.asarray(idx, dtype=np.int64)]:
                 W.write(u.atoms)
                 counts.append(n)
                 if progress is not None:
                     progress.update(len(counts))
+        u.trajectory.close()
     return counts
 
 

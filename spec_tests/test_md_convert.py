@@ -270,3 +270,15 @@ def test_conversion_streams_in_bounded_memory(tmp_path):
     assert res.frames == frames and peak < 0.4 * total, (peak, total)
     r = mrec.TrajectoryReader(tmp_path / "big.mrec")
     assert r.positions(frames - 1).astype(np.float32).tobytes() == u.atoms.positions.tobytes()
+
+
+def test_unreadable_inputs_are_one_line_errors(tmp_path):
+    bad = tmp_path / "bad.xyz"
+    bad.write_text("garbage\n")
+    cases = [(D.XTC, ["--top", D.PSF], "don't have the same number of atoms"),    # 3341-atom PSF, 47681-atom XTC
+             (D.PSF, [], "no coordinates"), (bad, [], "ASE cannot read it")]
+    for k, (src, extra, words) in enumerate(cases):
+        out = tmp_path / f"o{k}.mrec"
+        p = cli("convert", src, out, *extra, check=False)
+        assert p.returncode == 2 and words in p.stderr and p.stderr.count("\n") == 1, p.stderr
+        assert not out.exists()

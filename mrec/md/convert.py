@@ -268,9 +268,19 @@ def _mda_universe(src: str, top, fmt):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            return mda.Universe(top, src, **kwargs) if top else mda.Universe(src, **kwargs)
-        except (ValueError, TypeError, OSError, IOError) as exc:
-            raise MrecError(f"MDAnalysis cannot read it ({exc})", path=src) from None
+            u = mda.Universe(top, src, **kwargs) if top else mda.Universe(src, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - MDAnalysis' parsers raise many types for bad input
+            raise MrecError(f"MDAnalysis cannot read it ({_one_line(exc)})", path=src) from None
+    try:
+        u.trajectory
+    except AttributeError:
+        raise MrecError("MDAnalysis reads a topology but no coordinates from it: give the trajectory as IN and "
+                        "the topology with --top", path=src) from None
+    return u
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
 
 
 def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progress) -> ConvertResult:
@@ -397,7 +407,7 @@ def _import_ase(src, live, sel, precision, profile, compression, progress) -> Co
     except StopIteration:
         raise MrecError("no frames selected", path=src) from None
     except Exception as exc:  # noqa: BLE001 - ASE raises many types for unreadable input
-        raise MrecError(f"ASE cannot read it ({type(exc).__name__}: {exc})", path=src) from None
+        raise MrecError(f"ASE cannot read it ({_one_line(exc)})", path=src) from None
 
     def images():
         yield first
@@ -576,7 +586,7 @@ def _export_mda(src, idx, tmp, out, progress, res) -> list[int]:
         try:
             writer = mda.Writer(tmp, n_atoms=n, format=ext)
         except (TypeError, ValueError) as exc:
-            raise MrecError(f"MDAnalysis cannot write {ext} ({exc})", path=out) from None
+            raise MrecError(f"MDAnalysis cannot write {ext} ({_one_line(exc)})", path=out) from None
         counts: list[int] = []
         with writer as W:
             for _ts in u.trajectory[np.asarray(idx, dtype=np.int64)]:

@@ -149,3 +149,20 @@ def test_entry_point_makes_ase_find_mrec(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[1, 3, 2] mrec"
+
+
+from hypothesis import HealthCheck, example, given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(counts=st.lists(st.integers(0, 7), min_size=1, max_size=5), seed=st.integers(0, 2**16),
+       pbc=st.tuples(st.booleans(), st.booleans(), st.booleans()))
+@example(counts=[0, 3, 0, 1], seed=1, pbc=(False, True, False))
+def test_round_trip_any_atom_counts(tmp_path_factory, counts, seed, pbc):
+    imgs = images(seed=seed, counts=tuple(counts), pbc=pbc)
+    path = str(tmp_path_factory.mktemp("h") / "h.mrec.zip")
+    ase.io.write(path, imgs)
+    back = ase.io.read(path, index=":")
+    assert [len(a) for a in back] == list(counts)
+    for a, b in zip(back, imgs):
+        same(a, b)

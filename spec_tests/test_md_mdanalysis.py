@@ -137,3 +137,25 @@ def test_writer_round_trip(tmp_path):
     u = universe(tmp_path / "ca.mrec")
     assert len(u.atoms) == len(ca) and u.trajectory.n_frames == 2
     assert np.array_equal(u.trajectory[1].positions, src.trajectory[1].positions[ca.ix])
+
+
+def test_stated_units_convert_to_angstrom_and_ps(tmp_path):
+    """A record stating nm and fs reads in MDAnalysis' Å and ps (positions, cell, time, velocities)."""
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=2)
+    for c in ("x", "y", "z", "vx", "vy", "vz"):
+        s.declare_column("atoms", c, "f64")
+    p = tmp_path / "nm.mrec"
+    mrec.write_record(p, meta={"creator": {"name": "t"}},
+                      system={"blocks": {"atoms": {"element": ["O", "H"]}},
+                              "meta": {"units": {"length": "nm", "time": "fs"}}})
+    with mrec.TrajectoryWriter.create(p, s) as w:
+        for i in range(3):
+            w.append({"blocks": {"atoms": {"x": [0.1, 0.2], "y": [0.0, 0.5], "z": [1.0, 0.0],
+                                           "vx": [0.01, 0.0], "vy": [0.0, 0.0], "vz": [0.0, 0.0]}},
+                      "box": mrec.Box.from_dimensions(3.0, 3.0, 3.0)}, step=i, time=500.0 * i)
+    u = universe(p)
+    np.testing.assert_allclose(u.atoms.positions, [[1.0, 0.0, 10.0], [2.0, 5.0, 0.0]], rtol=1e-6)
+    np.testing.assert_allclose(u.dimensions, [30, 30, 30, 90, 90, 90])
+    assert u.trajectory[2].time == pytest.approx(1.0) and u.trajectory.dt == pytest.approx(0.5)
+    np.testing.assert_allclose(u.trajectory[0].velocities[0], [100.0, 0.0, 0.0], rtol=1e-6)  # 0.01 nm/fs

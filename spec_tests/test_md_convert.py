@@ -282,3 +282,19 @@ def test_unreadable_inputs_are_one_line_errors(tmp_path):
         p = cli("convert", src, out, *extra, check=False)
         assert p.returncode == 2 and words in p.stderr and p.stderr.count("\n") == 1, p.stderr
         assert not out.exists()
+
+
+def test_a_failed_overwrite_keeps_the_old_output(tmp_path):
+    out = tmp_path / "keep.mrec.zip"
+    cli("convert", D.DCD, out, "--top", D.PSF, "--frames", "0:2")
+    bad = tmp_path / "bad.extxyz"
+    bad.write_text("2\nProperties=species:S:1:pos:R:3\nH 0 0 0\n")          # one atom line short
+    p = cli("convert", bad, out, "--overwrite", check=False)
+    assert p.returncode == 2
+    assert len(mrec.TrajectoryReader(out)) == 2                                # the old record is intact
+    assert sorted(os.listdir(tmp_path)) == ["bad.extxyz", "keep.mrec.zip"]     # no temporary left behind
+    cli("convert", D.DCD, out, "--top", D.PSF, "--frames", "0:3", "--overwrite")
+    assert len(mrec.TrajectoryReader(out)) == 3 and sorted(os.listdir(tmp_path)) == ["bad.extxyz", "keep.mrec.zip"]
+    cli("convert", out, tmp_path / "o.xtc")
+    p = cli("convert", out, tmp_path / "o.xtc", "--frames", "0:99:50", "--overwrite")
+    assert universe(D.PSF, tmp_path / "o.xtc").trajectory.n_frames == 1

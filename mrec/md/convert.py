@@ -96,6 +96,26 @@ def _slice(frames) -> slice:
     raise MrecError(f"frames {frames!r} is not a slice or START:STOP[:STEP]")
 
 
+def _refuse_existing(out: str, overwrite: bool) -> None:
+    if (os.path.exists(out) or os.path.lexists(out)) and not overwrite:
+        raise RefusalError(f"{out} already exists (use --overwrite to replace it)", path=out, kind="exists")
+
+
+def _move_into_place(new: str, out: str) -> None:
+    """Rename the finished ``new`` to ``out``; an existing ``out`` is moved aside first and removed
+    only after the rename, so some complete version is always there."""
+    old = None
+    if os.path.lexists(out):
+        old = os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.old-{os.getpid()}")
+        os.rename(out, old)
+    os.rename(new, out)
+    if old is not None:
+        if os.path.isdir(old) and not os.path.islink(old):
+            shutil.rmtree(old)
+        else:
+            os.unlink(old)
+
+
 def _check_out(out: str, overwrite: bool) -> None:
     if os.path.exists(out) or os.path.lexists(out):
         if not overwrite:
@@ -125,13 +145,11 @@ def convert(src, out, *, top=None, frames=None, precision: float | None = None, 
     elif is_mrec_path(out):
         if precision is not None and not (isinstance(precision, (int, float)) and precision > 0):
             raise MrecError(f"--precision {precision!r} is not a positive number (Å)")
-        _check_out(out, overwrite)
-        if out.endswith(".zip") and os.path.exists(out[: -len(".zip")]):
-            if not overwrite:
-                raise RefusalError(f"{out[:-4]} already exists (use --overwrite to replace it)",
-                                   path=out[:-4], kind="exists")
-            shutil.rmtree(out[:-4])
-        live = out[: -len(".zip")] if out.endswith(".zip") else out
+        _refuse_existing(out, overwrite)
+        # written under a temporary sibling name, moved into place when complete: a failed or
+        # interrupted conversion leaves no half record and keeps what --overwrite would replace
+        live = os.path.join(os.path.dirname(os.path.abspath(out)),
+                            f".{os.path.basename(out)}.convert-{os.getpid()}.mrec")
         low = src.lower()
         for c in (".gz", ".bz2", ".xz"):
             if low.endswith(c):
@@ -141,12 +159,17 @@ def convert(src, out, *, top=None, frames=None, precision: float | None = None, 
                 res = _import_ase(src, live, sel, precision, profile, compression, progress)
             else:
                 res = _import_mda(src, live, top, sel, precision, profile, compression, fmt, progress)
+            if out.endswith(".zip"):
+                from ..pack import pack
+                done = os.fspath(pack(live))
+            else:
+                done = live
+            _move_into_place(done, out)
         except BaseException:
             shutil.rmtree(live, ignore_errors=True)
+            if os.path.exists(live + ".zip"):
+                os.unlink(live + ".zip")
             raise
-        if out.endswith(".zip"):
-            from ..pack import pack
-            pack(live)
         res.output = out
     else:
         raise MrecError(f"one side of a conversion is an mrec record (*.mrec or *.mrec.zip): {src} -> {out}")
@@ -511,7 +534,7 @@ def record_units(rec) -> tuple[float, float]:
 def _export(src, out, sel, *, overwrite, progress) -> ConvertResult:
     from ..record.record import read_record
     from .atoms import atoms_view
-    _check_out(out, overwrite)
+    _refuse_existing(out, overwrite)
     res = ConvertResult(src, out)
     low = out.lower()
     with read_record(src) as rec:
@@ -545,7 +568,7 @@ def _export(src, out, sel, *, overwrite, progress) -> ConvertResult:
                             progress.update(len(counts))
             else:
                 counts = _export_mda(src, idx, tmp, out, progress, res)
-            os.replace(tmp, out)
+            _move_into_place(tmp, out)
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)

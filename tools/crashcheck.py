@@ -364,6 +364,20 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
     return 1 if violations else 0
 
 
+def _op(ops, cut):
+    if cut >= len(ops):
+        return "end"
+    op = ops[cut]
+    return f"next {op.kind} {os.path.basename(os.path.dirname(op.path))}/{os.path.basename(op.path)}"
+
+
+def _guard(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as exc:      # anything outside the MrecError family is itself a violation
+        return f"unexpected {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+
+
 def _process_states(sim, ops, cut, work, check, received, allowed, counts, violations, name) -> None:
     """The process-crash states of one cut (plus a stray temp file when the next op is a replace):
     each must open at exactly ``received`` frames."""
@@ -436,20 +450,6 @@ def run_truncation(seeds: int, ordered: bool, verbose: bool) -> int:
     for v in violations[: (None if verbose else 40)]:
         print("  " + v)
     return 1 if violations else 0
-
-
-def _op(ops, cut):
-    if cut >= len(ops):
-        return "end"
-    op = ops[cut]
-    return f"next {op.kind} {os.path.basename(os.path.dirname(op.path))}/{os.path.basename(op.path)}"
-
-
-def _guard(fn, *args):
-    try:
-        return fn(*args)
-    except Exception as exc:      # anything outside the MrecError family is itself a violation
-        return f"unexpected {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
 
 
 def main(argv=None) -> int:

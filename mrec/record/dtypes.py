@@ -305,11 +305,11 @@ def _from_sequence(values: Sequence[Any], canonical: str | None, where: str | No
 def _exact_to(a: np.ndarray, target: str, whose: str, where: str | None, what: str) -> np.ndarray:
     """``a`` converted to the mrec dtype ``target`` when the conversion is exact, else a refusal.
 
-    An array already of ``target`` (either byte order), or of a kind no conversion applies to
-    (strings, bools into numbers, anything into ``string``), is returned unchanged for the usual
-    checks.  Exact conversions: float16/float32 -> f64 (always exact), c64 -> c128, an integer
-    array into an integer dtype whose range holds every value, an integer array into f64 when
-    every value is within 2**53 in magnitude.  A lossy one is left as it is, for the check that
+    An array already of ``target`` (either byte order), or of another kind (integers for a real
+    column, reals for an integer one, bools, strings: a column keeps its kind), is returned
+    unchanged for the usual checks.  Exact conversions within a kind: float16/float32 -> f64
+    (always exact), c64 -> c128, an integer array into an integer dtype whose range holds every
+    value.  A lossy one is left as it is, for the check that
     follows to refuse with its kind (``declaration_mismatch`` against a declared dtype,
     ``bad_reference`` for a row reference); an integer array that does not fit its canonical
     dtype (a negative ``res_id``) is refused here, ``canonical_dtype``, naming the value.
@@ -324,19 +324,18 @@ def _exact_to(a: np.ndarray, target: str, whose: str, where: str | None, what: s
         return a.astype(dt)
     if target == "c128" and src.kind == "c" and src.itemsize == 8:
         return a.astype(dt)
-    if src.kind in "iu" and (dt.kind in "iu" or target == "f64"):
+    if src.kind in "iu" and dt.kind in "iu":
         if a.size == 0:
             return a.astype(dt)
         lo, hi = int(a.min()), int(a.max())
-        tlo, thi = (-(2**53), 2**53) if target == "f64" else _INT_RANGE[target]
+        tlo, thi = _INT_RANGE[target]
         if tlo <= lo and hi <= thi:
             return a.astype(dt)
         if whose == "canonical":
             bad = lo if lo < tlo else hi
-            limits = "within +-2**53 (exact in f64)" if target == "f64" else f"in {tlo}..{thi}"
             raise _refuse(f"{what}: {src} values convert to the canonical dtype {target} only when exact: "
-                          f"{bad} is not {limits}", "canonical_dtype", where)
-    return a        # not exact: the declared / canonical / reference checks refuse it with their kind
+                          f"{bad} is not in {tlo}..{thi}", "canonical_dtype", where)
+    return a        # another kind, or not exact: the declared / canonical / reference checks refuse it
 
 
 def as_column_array(values: Any, *, column: str | None = None, hint: str | None = None,
@@ -356,7 +355,8 @@ def as_column_array(values: Any, *, column: str | None = None, hint: str | None 
     * A numpy array whose dtype differs from its target -- ``hint``, else the canonical dtype of
       ``column`` -- is converted when the conversion is exact (float32 -> f64; i32/i64/u32 ->
       u64 when every value is non-negative and fits; see :func:`_exact_to`) and refused when it
-      is lossy.  Without a target an array is never converted (float32 stays ``narrow_float``).
+      is lossy; another kind (an integer array for an f64 column) is never converted.  Without a
+      target an array is never converted (float32 stays ``narrow_float``).
     * 0-d input is refused (a column has a leading axis).
     """
     if isinstance(values, np.ndarray):

@@ -124,6 +124,11 @@ def _real_array(value: Any, shape: tuple[int, ...], what: str) -> np.ndarray:
     return np.array(a, dtype="<f8")
 
 
+#: ``Box.from_dimensions`` refuses a cell whose c lies this close to the a-b plane: (c_z / c)**2 <= FLAT_CELL
+#: (angles like 30, 30, 60 make a flat cell whose c_z rounding leaves a few ulps above zero)
+FLAT_CELL = 1e-10
+
+
 def _bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
@@ -242,7 +247,7 @@ class Box:
         cell -- the same matrix as MDAnalysis' ``triclinic_vectors`` and ASE's
         ``cellpar_to_cell`` (an angle of exactly 90 gives exact zeros).  Also accepts one
         sequence of six numbers.  Refused (``bad_box``): a length not positive and finite, an
-        angle outside (0, 180), angles that make no cell.
+        angle outside (0, 180), angles that make no cell (c within ``FLAT_CELL`` of the a-b plane).
         """
         vals = [float(v) for v in (a, b, c, alpha, beta, gamma)]
         la, lb, lc, al, be, ga = vals
@@ -263,7 +268,7 @@ class Box:
         cx = lc * cb
         cy = lc * (ca - cb * cg) / sg
         cz2 = lc * lc - cx * cx - cy * cy
-        if not cz2 > 0:
+        if not cz2 > FLAT_CELL * lc * lc:    # c (numerically) in the plane of a and b: no volume
             raise _bad_box(f"angles {vals[3:]} (degrees) make no cell (the vectors are coplanar)")
         rows = np.array([[la, 0.0, 0.0], [lb * cg, lb * sg, 0.0], [cx, cy, math.sqrt(cz2)]], dtype="<f8")
         return cls.from_rows(rows, origin=origin, boundary=boundary)

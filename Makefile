@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+DSTAMP := $(VENV)/.demo-installed
 BSTAMP := $(VENV)/.bench-installed
 
 .PHONY: test demo install bench clean
@@ -11,16 +12,22 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
+# the test run: mrec with its test oracles and the MD integrations (MDAnalysis, ASE, MDAnalysisTests' files)
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install -q -e '.[test,remote,dask]'
+	$(PY) -m pip install -q -e '.[test,remote,dask,md]'
 	touch $(STAMP)
+
+# the demo needs mrec alone (numpy, zstandard, crc32c, numcodecs): no test oracles
+$(DSTAMP): $(PY) pyproject.toml
+	$(PY) -m pip install -q -e .
+	touch $(DSTAMP)
 
 install: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-demo: $(STAMP)
+demo: $(DSTAMP)
 	$(PY) -m mrec demo $(DEMO_OUT)
 
 $(BSTAMP): $(STAMP)

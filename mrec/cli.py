@@ -81,6 +81,7 @@ def _info(path: str, as_json: bool) -> int:
                                            for c, d in bd.columns.items()}}
                            for b, bd in r.schema.blocks.items()},
                 "meta": {k: m.tag for k, m in r.schema.meta.items()}}
+            info["trajectory"].update(_trajectory_summary(r))
     finally:
         store.close()
     if as_json:
@@ -99,6 +100,7 @@ def _info(path: str, as_json: bool) -> int:
         for b, d in t["blocks"].items():
             cols = ", ".join(f"{c}:{v['dtype']}{v['trailing'] or ''}" for c, v in d["columns"].items())
             print(f"    {b} ({d['state']}, {d['updates']} updates): {cols}")
+        _print_trajectory_summary(t)
     print(f"  {'array':44s} {'dtype':10s} {'shape':16s} {'codecs':44s} {'bytes':>10s}  ratio")
     for a in arrays:
         print(f"  {a['path']:44s} {a['dtype']:10s} {str(a['shape']):16s} {'+'.join(a['codecs']):44s} "
@@ -178,119 +180,263 @@ def _plain(v):
     return v
 
 
-def _cat(path: str, frame: int | None, fmt: str) -> int:
+def _trajectory_summary(r) -> dict:
+    """Per-step meta (min / mean / max of every numeric key) and the cell over time."""
+    from .record.trajectory_read import TRAJ  # noqa: F401  (the layout is the reader's)
+    out: dict = {}
+    meta = {}
+    n = len(r)
+    for key, arr in r.layout.meta.items():
+        tag = r.schema.meta[key].tag
+        if tag not in ("f64", "i32", "i64", "u32", "u64") or n == 0:
+            meta[key] = {"tag": tag}
+            continue
+        v = np.asarray(arr.read(slice(0, n)), dtype=np.float64)
+        finite = v[np.isfinite(v)]
+        meta[key] = {"tag": tag, "min": float(finite.min()) if finite.size else None,
+                     "mean": float(finite.mean()) if finite.size else None,
+                     "max": float(finite.max()) if finite.size else None, "non_finite": int(v.size - finite.size)}
+    out["meta_summary"] = meta
+    bl = r.layout.box
+    cell: dict = {"updates": bl.n_updates}
+    if bl.n_updates:
+        first = r.box_at(int(bl.step_index[0]))
+        cell["defined"] = first.defined
+        if first.defined:
+            if bl.vectors is not None and bl.n_updates > 1:
+                vecs = np.asarray(bl.vectors.read(slice(0, bl.n_updates)), dtype=np.float64)
+                vols = np.abs(np.linalg.det(vecs))
+                lengths = np.sqrt((vecs ** 2).sum(axis=1))          # |column k| per update: a, b, c
+                cell["volume"] = {"min": float(vols.min()), "mean": float(vols.mean()), "max": float(vols.max())}
+                cell["lengths_min"] = lengths.min(axis=0).tolist()
+                cell["lengths_max"] = lengths.max(axis=0).tolist()
+            else:
+                cell["volume"] = float(abs(np.linalg.det(first.vectors)))
+            cell["first"] = first.dimensions.tolist()
+            cell["last"] = r.box_at(n - 1).dimensions.tolist() if n else None
+    out["cell"] = cell
+    return out
+
+
+def _print_trajectory_summary(t: dict) -> None:
+    def g(v):
+        return "-" if v is None else f"{v:.6g}"
+    for key, m in t.get("meta_summary", {}).items():
+        if "min" in m:
+            extra = f" ({m['non_finite']} non-finite)" if m.get("non_finite") else ""
+            print(f"    meta {key} ({m['tag']}): min {g(m['min'])}  mean {g(m['mean'])}  max {g(m['max'])}{extra}")
+        else:
+            print(f"    meta {key} ({m['tag']})")
+    c = t.get("cell", {})
+    if not c.get("updates"):
+        print("    cell: none")
+    elif not c.get("defined", True):
+        print("    cell: undefined (open boundaries)")
+    else:
+        dims = " ".join(g(x) for x in c["first"])
+        if isinstance(c.get("volume"), dict):
+            v = c["volume"]
+            last = " ".join(g(x) for x in c["last"])
+            print(f"    cell: {c['updates']} updates; first (a b c alpha beta gamma) {dims}; last {last}; "
+                  f"volume min {g(v['min'])} mean {g(v['mean'])} max {g(v['max'])}")
+        else:
+            print(f"    cell: fixed (a b c alpha beta gamma) {dims}; volume {g(c['volume'])}")
+
+
+def _frame_selection(spec: str | None, n: int) -> list[int] | None:
+    """``--frame``: ``I`` (negative counts from the end) or ``START:STOP[:STEP]`` (Python slice)."""
+    if spec is None:
+        return None
+    try:
+        if ":" in spec:
+            parts = [int(p) if p.strip() else None for p in spec.split(":")]
+            if len(parts) > 3:
+                raise ValueError
+            return list(range(*slice(*parts).indices(n)))
+        i = int(spec)
+    except ValueError:
+        raise MrecError(f"--frame {spec!r} is not an integer or START:STOP[:STEP]") from None
+    if not -n <= i < n:
+        raise MrecError(f"frame {i} is out of range (the trajectory has {n} frames)")
+    return [i % n]
+
+
+def _cat(path: str, frame: str | None, fmt: str) -> int:
+    from .md.atoms import atoms_view
+    from .md.text import write_extxyz, write_pdb, write_xyz
     from .record.record import read_record
+    out = sys.stdout
     with read_record(path) as rec:
-        step = None
+        system = rec.system
         if rec.trajectory is not None and (frame is not None or rec.frame is None):
-            i = 0 if frame is None else frame
-            if not -len(rec.trajectory) <= i < len(rec.trajectory):
-                raise MrecError(f"frame {i} is out of range (the trajectory has {len(rec.trajectory)} frames)",
-                                path=path)
-            f = rec.trajectory[i]
-            step, frame = int(rec.trajectory.steps[i]), i % len(rec.trajectory)
+            r = rec.trajectory
+            sel = _frame_selection(frame if frame is not None else "0", len(r))
+            if not sel and frame is not None and ":" not in frame:
+                raise MrecError(f"frame {frame} is out of range (the trajectory has {len(r)} frames)", path=path)
+            steps = r.steps
+            times = r.times
+            items = ((i, r[i], int(steps[i]), None if times is None else float(times[i])) for i in sel)
         elif rec.frame is not None:
             if frame is not None:
                 raise MrecError("the record has no trajectory: drop --frame to print its frame section", path=path)
-            f = rec.frame
+            items = iter([(None, rec.frame, None, None)])
         else:
             raise MrecError("the record has neither a trajectory nor a frame section", path=path)
-        system_atoms = rec.system.blocks.get("atoms", {}) if rec.system is not None else {}
-    if fmt == "extxyz":
-        atoms = f.blocks.get("atoms", {})
-        if not all(c in atoms for c in "xyz"):
-            raise MrecError("extxyz needs an atoms block with x, y, z columns", path=path)
-        n = len(atoms["x"])
-        lattice = ""
-        if f.box is not None and f.box.defined:
-            lattice = 'Lattice="' + " ".join(f"{v:.8g}" for v in np.asarray(f.box.vectors).T.ravel()) + '" '
-        print(n)
-        print(f"{lattice}Properties=species:S:1:pos:R:3" + (f" step={step}" if step is not None else ""))
-        species = atoms.get("element", system_atoms.get("element", ["X"] * n))
-        for k in range(n):
-            print(f"{species[k]} {atoms['x'][k]:.8f} {atoms['y'][k]:.8f} {atoms['z'][k]:.8f}")
-        return 0
-    doc = {"frame": frame, "step": step,
-           "blocks": {b: {c: _plain(v) for c, v in cols.items()} for b, cols in f.blocks.items()},
-           "masks": {b: {c: _plain(m) for c, m in ms.items()} for b, ms in f.masks.items()},
-           "meta": {k: _plain(v) for k, v in f.meta.items()}, "meta_types": f.meta_types,
-           "box": None if f.box is None else {"vectors": _plain(f.box.vectors), "origin": _plain(f.box.origin),
-                                               "boundary": _plain(f.box.boundary), "defined": f.box.defined}}
-    print(json.dumps(doc, indent=1, allow_nan=False))
+        many = frame is not None and ":" in frame
+        for k, (i, f, step, time) in enumerate(items):
+            if fmt == "json":
+                doc = {"frame": i, "step": step, "time": time,
+                       "blocks": {b: {c: _plain(v) for c, v in cols.items()} for b, cols in f.blocks.items()},
+                       "masks": {b: {c: _plain(m) for c, m in ms.items()} for b, ms in f.masks.items()},
+                       "meta": {kk: _plain(v) for kk, v in f.meta.items()}, "meta_types": f.meta_types,
+                       "box": None if f.box is None else {"vectors": _plain(f.box.vectors),
+                                                           "origin": _plain(f.box.origin),
+                                                           "boundary": _plain(f.box.boundary),
+                                                           "defined": f.box.defined}}
+                if time is None:
+                    del doc["time"]
+                out.write(json.dumps(doc, indent=None if many else 1, allow_nan=False) + "\n")
+                continue
+            view = atoms_view(f, system)
+            if view.positions is None:
+                raise MrecError("this format needs an atoms block with x, y, z columns", path=path)
+            if fmt == "extxyz":
+                write_extxyz(out, view, step=step, time=time)
+            elif fmt == "xyz":
+                write_xyz(out, view, step=step, time=time)
+            else:
+                write_pdb(out, view, model=k + 1 if many else None, step=step, time=time)
+        if fmt == "pdb" and not many:    # models end in ENDMDL (a final END reads as one more model in ASE)
+            out.write("END\n")
     return 0
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="mrec", description="mrec molecular records: inspect, validate, pack, "
-                                 "unpack, demo, golden fixtures")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("demo", help="write, pack and read back a demo record")
-    p.add_argument("out", nargs="?", default="demo-out")
-    p = sub.add_parser("info", help="sections, frames, blocks, arrays with dtype, shape, codecs, bytes, ratio")
-    p.add_argument("path")
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("validate", help="check a store against the normative rules (exit 1 on any violation)")
-    p.add_argument("path")
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+    ap = argparse.ArgumentParser(
+        prog="mrec", description="mrec molecular records: inspect, validate, pack / unpack, print frames, "
+        "convert MD trajectories (XTC, DCD, TRR, extxyz, ...) to and from mrec, repair, demo, golden fixtures.",
+        epilog="`mrec COMMAND --help` describes a command. Errors are one line on stderr, exit status 2.")
+    ap.add_argument("--version", action="version", version=f"mrec {__version__}")
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
+    p = sub.add_parser("demo", help="write, pack and read back a demo record",
+                       description="Write a whole demo record (documents, system, a 200-frame trajectory), "
+                       "pack it to a zip, read it back from the zip and print a summary.")
+    p.add_argument("out", nargs="?", default="demo-out", help="output directory (default: demo-out)")
+    p = sub.add_parser("info", help="sections, frames, blocks, arrays with dtype, shape, codecs, bytes, ratio",
+                       description="Summarise a record: sections, documents, frame/system blocks, the "
+                       "trajectory (frames, steps, blocks, per-step meta min/mean/max, the cell over time) and "
+                       "every array with its dtype, shape, chunks, codecs, bytes on disk and compression ratio.")
+    p.add_argument("path", help="a <stem>.mrec directory or a <stem>.mrec.zip")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p = sub.add_parser("validate", help="check a store against the normative rules (exit 1 on any violation)",
+                       description="Check any store against the normative rules; one line per violation "
+                       "'[rule-id] path: what was wrong / expected'. Exit 1 on any violation, 0 when valid.")
+    p.add_argument("path", help="a <stem>.mrec directory or a <stem>.mrec.zip")
     p.add_argument("--deep", action="store_true", help="decode every chunk (crc32c), resolve every frame, "
                    "check zip CRCs and precision grids")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     from .repair import add_repair_command
     add_repair_command(sub)
     from .repack import add_repack_command
     add_repack_command(sub)
-    p = sub.add_parser("fixtures", help="write the golden fixture catalogue (valid and invalid stores + sidecars)")
-    p.add_argument("out", nargs="?", default="fixtures-out")
-    p = sub.add_parser("pack", help="<stem>.mrec/ -> <stem>.mrec.zip (or OUT, a path or a URL to stream up to)")
-    p.add_argument("path")
-    p.add_argument("out", nargs="?", default=None)
+    p = sub.add_parser("fixtures", help="write the golden fixture catalogue (valid and invalid stores + sidecars)",
+                       description="Write the golden fixture catalogue: the same bytes as the committed fixtures/.")
+    p.add_argument("out", nargs="?", default="fixtures-out", help="output directory (default: fixtures-out)")
+    p = sub.add_parser("pack", help="<stem>.mrec/ -> <stem>.mrec.zip (or OUT, a path or a URL to stream up to)",
+                       description="Pack a live <stem>.mrec directory into <stem>.mrec.zip (stored entries, "
+                       "random access without extraction) and remove the directory.")
+    p.add_argument("path", help="the <stem>.mrec directory")
+    p.add_argument("out", nargs="?", default=None,
+                   help="the archive to write (default <stem>.mrec.zip beside it), or a URL such as "
+                        "s3://bucket/run.mrec.zip to stream it up to (mrec[remote])")
     p.add_argument("--keep", action="store_true", help="keep the directory after packing")
-    p = sub.add_parser("unpack", help="<stem>.mrec.zip -> <stem>.mrec/")
-    p.add_argument("path")
-    p = sub.add_parser("cat", help="print one frame (a trajectory frame, or the frame section)")
-    p.add_argument("path")
-    p.add_argument("--frame", type=int, default=None)
-    p.add_argument("--format", choices=("json", "extxyz"), default="json")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing <stem>.mrec.zip")
+    p = sub.add_parser("unpack", help="<stem>.mrec.zip -> <stem>.mrec/",
+                       description="Rebuild the live <stem>.mrec directory from <stem>.mrec.zip (to append to "
+                       "its trajectory) and remove the zip, as pack removes the directory.")
+    p.add_argument("path", help="the <stem>.mrec.zip archive")
+    p.add_argument("--keep", action="store_true", help="keep the zip after unpacking")
+    p = sub.add_parser("cat", help="print frames as JSON, extxyz, xyz or PDB",
+                       description="Print trajectory frames (or the frame section when there is no trajectory) "
+                       "as JSON, extended XYZ (species from element, else name / type; Lattice, pbc, velocities, "
+                       "forces, per-step energies), plain XYZ or PDB (MODEL per frame).")
+    p.add_argument("path", help="a <stem>.mrec directory or a <stem>.mrec.zip")
+    p.add_argument("--frame", default=None, metavar="I|START:STOP[:STEP]",
+                   help="one frame (negative counts from the end) or a range, e.g. 1:5 or ::10 (default: 0)")
+    p.add_argument("--format", choices=("json", "extxyz", "xyz", "pdb"), default="json",
+                   help="output format (default: json)")
+    from .md.cli import add_convert_command
+    add_convert_command(sub)
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = build_parser()
     args = ap.parse_args(argv)
+    if args.cmd is None:
+        ap.print_help()
+        return 0
     try:
-        if args.cmd == "demo":
-            from .demo import run_demo
-            run_demo(args.out)
-            return 0
-        if args.cmd == "info":
-            return _info(args.path, args.json)
-        if args.cmd == "validate":
-            return _validate(args.path, args.deep, args.json)
-        if args.cmd == "repair":
-            return args.func(args)
-        if args.cmd == "repack":
-            return args.func(args)
-        if args.cmd == "fixtures":
-            from .fixtures import make_fixtures, summary
-            out = Path(args.out)
-            print(summary(out, make_fixtures(out)))
-            return 0
-        if args.cmd == "pack":
-            from .pack import pack
-            from .progress import Bar
-            with Bar("pack") as bar:
-                out = pack(args.path, keep=args.keep, progress=bar, out=args.out)
-            print(out)
-            return 0
-        if args.cmd == "unpack":
-            from .pack import unpack
-            from .progress import Bar
-            with Bar("unpack") as bar:
-                out = unpack(args.path, progress=bar)
-            print(out)
-            return 0
-        if args.cmd == "cat":
-            return _cat(args.path, args.frame, args.format)
+        return _run(args)
+    except BrokenPipeError:
+        # the reader of our output (`| head`) went away: stop quietly, as a Unix tool does
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
     except MrecError as exc:
         print(f"mrec {args.cmd}: {exc}", file=sys.stderr)
         return 2
     except (OSError, IndexError, KeyError) as exc:
         print(f"mrec {args.cmd}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"mrec {args.cmd}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args) -> int:
+    if args.cmd == "demo":
+        from .demo import run_demo
+        run_demo(args.out)
+        return 0
+    if args.cmd == "info":
+        return _info(args.path, args.json)
+    if args.cmd == "validate":
+        return _validate(args.path, args.deep, args.json)
+    if args.cmd in ("repair", "repack"):
+        return args.func(args)
+    if args.cmd == "fixtures":
+        from .fixtures import make_fixtures, summary
+        out = Path(args.out)
+        print(summary(out, make_fixtures(out)))
+        return 0
+    if args.cmd == "pack":
+        from .pack import pack
+        from .progress import Bar
+        try:
+            with Bar("pack") as bar:
+                out = pack(args.path, keep=args.keep, overwrite=args.overwrite, progress=bar, out=args.out)
+        except MrecError as exc:
+            if getattr(exc, "kind", None) == "exists" and not args.overwrite:
+                raise MrecError(f"{exc} (use --overwrite to replace it)") from None
+            raise
+        print(out)
+        return 0
+    if args.cmd == "unpack":
+        from .pack import unpack
+        from .progress import Bar
+        with Bar("unpack") as bar:
+            out = unpack(args.path, keep=args.keep, progress=bar)
+        print(out)
+        return 0
+    if args.cmd == "cat":
+        return _cat(args.path, args.frame, args.format)
+    if args.cmd == "convert":
+        return args.func(args)
     return 1
 
 

@@ -321,7 +321,7 @@ def test_undefined_cell(tmp_path):
     ({"box": {"x": [1.0]}}, "reserved_block_name"),
     ({"a": {"_validity": [1.0]}}, "reserved_column_name"),
     ({"a": {"x": [1.0, 2.0], "y": [1.0]}}, "row_count_mismatch"),
-    ({"a": {"x": np.zeros(2, np.float32)}}, "narrow_float"),
+    ({"a": {"q": np.zeros(2, np.float32)}}, "narrow_float"),
     ({"a": {"x": np.zeros(2, "S3")}}, "unknown_dtype"),
     ({"blocks": {"a": {"x": [1.0]}}, "masks": {"a": {"x": [1]}}}, "bad_validity"),
     ({"blocks": {"a": {"x": [1.0]}}, "masks": {"a": {"x": [True, False]}}}, "bad_validity"),

@@ -782,8 +782,8 @@ class TestFrame:
         assert "meta" in Frame({"meta": {}, "values": {}}).blocks
 
     def test_dtypes(self) -> None:
-        with refused("narrow_float", "'atoms'", "'x'"):
-            Frame({"atoms": {"x": np.zeros(2, dtype=np.float32)}})
+        with refused("narrow_float", "'atoms'", "'q'"):     # no declared or canonical f64 to widen to
+            Frame({"atoms": {"q": np.zeros(2, dtype=np.float32)}})
         with refused("unknown_dtype", "'atoms'", "'name'"):
             Frame({"atoms": {"name": np.array([b"ab", b"c"])}})
         with refused("unknown_dtype", "'atoms'", "'x'"):
@@ -794,9 +794,10 @@ class TestFrame:
         assert {c: dtype_name(a.dtype) for c, a in f.blocks["every"].items()} == {d: d for d in DTYPES}
 
     @pytest.mark.parametrize("column,values", [
-        ("id", np.array([0, 1], dtype=np.int64)), ("atomi", np.array([0, 1], dtype=np.uint32)),
-        ("res_id", np.array([0, 1], dtype=np.int32)), ("type", np.array([1, 2], dtype=np.uint64)),
-        ("x", np.zeros((2, 3))), ("id", [-1, 0]),
+        # input arrays convert to the canonical dtype only when exactly (issue 14): these are lossy
+        ("id", np.array([-1, 1], dtype=np.int64)), ("atomi", np.array([0, -7], dtype=np.int32)),
+        ("res_id", np.array([0.5, 1.0])), ("type", np.array([1, 2], dtype=np.uint64)),
+        ("x", np.zeros((2, 3))), ("id", [-1, 0]), ("ix", np.array([2**31, 0], dtype=np.int64)),
     ])
     def test_canonical_dtypes(self, column: str, values: Any) -> None:
         with refused("canonical_dtype", "'atoms'", repr(column)):
@@ -841,7 +842,7 @@ class TestFrame:
         with refused("bad_reference", "'members'", "'atom'"):
             Frame({"members": {"atom": [0]}}, block_attrs={"members": {"targets": {"atom": "/frame/atoms/x"}}})
         with refused("bad_reference", "'members'", "'atom'", "u64"):
-            Frame({"members": {"atom": np.array([0], dtype=np.int64)}},
+            Frame({"members": {"atom": np.array([-1], dtype=np.int64)}},   # [0] would convert exactly
                   block_attrs={"members": {"targets": {"atom": "atoms"}}})
         with refused("bad_reference", "'members'", "'ghost'"):
             Frame({"members": {"atom": [0]}}, block_attrs={"members": {"targets": {"ghost": "atoms"}}})
@@ -1240,7 +1241,7 @@ class TestCheckFrame:
             s.check_frame(self.frame(blocks={"atoms": {"x": [0.0], "element": ["O"]}}))
         q.check_frame({"atoms": {"q": [1, 2]}})  # untyped ints take the declared dtype
         with refused("declaration_mismatch", "'atoms'", "'q'"):
-            q.check_frame({"atoms": {"q": np.array([1, 2])}})
+            q.check_frame({"atoms": {"q": np.array([-1, 2])}})       # [1, 2] converts exactly to u32
         with refused("declaration_mismatch", "'atoms'", "'q'"):
             q.check_frame({"atoms": {"q": [-1, 2]}})
         with refused("declaration_mismatch", "'atoms'", "'q'"):

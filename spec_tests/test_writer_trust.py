@@ -117,8 +117,11 @@ def test_reopen_of_a_store_without_validity_zarr_json_adds_it(tmp_path):
 
 # -- 13.3: canonical keys keep their kind -------------------------------------------------------
 
-_WRONG = {"f64": [np.int64], "u64": [np.uint32, np.int64, np.int32, np.uint8], "i64": [np.int32, np.uint64],
+_WRONG = {"f64": [np.int64], "u64": [np.int64, np.int32], "i64": [np.uint64],
           "i32": [np.int64, np.uint32], "bool": [np.uint8], "string": [np.int64]}
+# issue 14: an integer array converts to an integer key's dtype when every value fits (exact input
+# conversion), so the integer cases carry a value that does not fit
+_LOSSY = {"u64": [-1, 2], "i64": [2**63, 2], "i32": [2**31, 2]}
 
 
 @pytest.mark.parametrize("key", sorted(CANONICAL_DTYPES))
@@ -128,7 +131,7 @@ def test_canonical_key_at_another_dtype_is_refused_as_canonical_dtype_at_append(
     s.declare_block("blk", rows=2)
     s.declare_column("blk", key, canon)
     w = mrec.TrajectoryWriter.create(tmp_path / "t.mrec", s)
-    wrong = [np.array([1, 2], dtype=t) for t in _WRONG[canon]]
+    wrong = [np.array(_LOSSY.get(canon, [1, 2]), dtype=t) for t in _WRONG[canon]]
     if canon == "u64":
         wrong.append([-1, 2])                                   # signed: no u64 reading exists
     for a in wrong:

@@ -378,24 +378,7 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
                 received = _upto(published, cut)
                 allowed = {0} | {v for i, v in published if i < cut}
                 # process crash: exactly what the OS received
-                variants = [False, True] if cut < len(ops) and ops[cut].kind == "replace" else [False]
-                for stray in variants:
-                    dest = os.path.join(work, "state.mrec")
-                    shutil.rmtree(dest, ignore_errors=True)
-                    sim.materialise_process(cut, dest, stray_temp=stray)
-                    counts["process"] += 1
-                    if stray:                  # first: mrec repair alone makes it packable
-                        counts["temp"] += 1
-                        copy = os.path.join(work, "state-repair.mrec")
-                        shutil.rmtree(copy, ignore_errors=True)
-                        shutil.copytree(dest, copy)
-                        bad = _guard(check_repair_then_pack, copy)
-                        if bad:
-                            violations.append(f"[temp] {plan.name} cut {cut}/{len(ops)} ({_op(ops, cut)}): {bad}")
-                    bad = check(dest, received, received, allowed)
-                    if bad:
-                        violations.append(f"[process] {plan.name} cut {cut}/{len(ops)} ({_op(ops, cut)})"
-                                          f"{' +temp' if stray else ''}: {bad}")
+                _process_states(sim, ops, cut, work, check, received, allowed, counts, violations, plan.name)
                 # power loss: the extremes and sampled drop / tear combinations
                 must = _upto(durable, cut)
                 for seed in [None, "all"] + [cut * 1000 + k for k in range(seeds)]:
@@ -730,6 +713,89 @@ def _guard(fn, *args):
         return f"unexpected {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
 
 
+def _process_states(sim, ops, cut, work, check, received, allowed, counts, violations, name) -> None:
+    """The process-crash states of one cut (plus a stray temp file when the next op is a replace):
+    each must open at exactly ``received`` frames; a state with a stray temp file must also, on a
+    copy, be made packable by ``mrec repair`` alone."""
+    variants = [False, True] if cut < len(ops) and ops[cut].kind == "replace" else [False]
+    for stray in variants:
+        dest = os.path.join(work, "state.mrec")
+        shutil.rmtree(dest, ignore_errors=True)
+        sim.materialise_process(cut, dest, stray_temp=stray)
+        counts["process"] += 1
+        if stray:                  # first: mrec repair alone makes it packable
+            counts["temp"] = counts.get("temp", 0) + 1
+            copy = os.path.join(work, "state-repair.mrec")
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(dest, copy)
+            bad = _guard(check_repair_then_pack, copy)
+            if bad:
+                violations.append(f"[temp] {name} cut {cut}/{len(ops)} ({_op(ops, cut)}): {bad}")
+        bad = check(dest, received, received, allowed)
+        if bad:
+            violations.append(f"[process] {name} cut {cut}/{len(ops)} ({_op(ops, cut)})"
+                              f"{' +temp' if stray else ''}: {bad}")
+
+
+def run_truncation(seeds: int, ordered: bool, verbose: bool) -> int:
+    """Restarts: a durable session of 10 frames, then ``TrajectoryWriter.open(truncate_after_step=S)``
+    and ``close()``; every cut of the truncation's operations must open at the old state or the
+    truncated one -- exactly the one the OS last received for a process crash, and the truncated
+    one once its commit marker was fsynced -- with every visible frame intact, and must reopen,
+    take two frames and read back."""
+    t0 = time.time()
+    counts = {"process": 0, "power": 0}
+    violations: list[str] = []
+    work = tempfile.mkdtemp(prefix="mrec-crashcheck-trunc-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        plan = Plan("truncation", 21, 10, flush_every=3, explicit_every=4, box_every=3, irregular_from=6)
+        fs = recording_fs()
+        root = os.path.join(work, "rec.mrec")
+        frames = []
+        w = mrec.TrajectoryWriter.create(root, schema(), fs=fs, flush_every=plan.flush_every)
+        for act in plan.actions[1:]:
+            if act[0] == "append":
+                w.append(act[1], step=act[2], time=act[3])
+                frames.append(act[1:])
+            elif act[0] == "flush":
+                w.flush()
+        w.close()
+        old = len(frames)
+        keep = 4
+        start = len(fs.ops)
+        w = mrec.TrajectoryWriter.open(root, fs=fs, truncate_after_step=frames[keep - 1][1] + 1)
+        w.close()
+        ops = fs.ops
+        sim = CrashSimulator(ops, root)
+        published, durable = commit_points(ops, root)
+        want = expected_frames(frames)
+        check = Checker(want)
+        for cut in range(start, len(ops) + 1):
+            received = _upto(published, cut)
+            _process_states(sim, ops, cut, work, check, received, {received}, counts, violations, "truncation")
+            # power loss: the truncated state is always allowed, the old one until the lowered
+            # marker is durable
+            lo, hi = keep, (keep if _upto(durable, cut) == keep else old)
+            for seed in [None, "all"] + [cut * 1000 + k for k in range(seeds)]:
+                dest = os.path.join(work, "state")
+                shutil.rmtree(dest, ignore_errors=True)
+                sim.materialise_power(cut, dest, seed=seed, ordered_metadata=ordered)
+                counts["power"] += 1
+                bad = check(dest, lo, hi, {keep, hi})
+                if bad:
+                    violations.append(f"[power] truncation cut {cut}/{len(ops)} ({_op(ops, cut)}) seed {seed}: {bad}")
+        if verbose:
+            print(f"  truncation: {len(ops) - start} ops cut, {old} -> {keep} frames", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"crashcheck truncation: process-crash states {counts['process']}, power-loss states {counts['power']} "
+          f"[{'ordered metadata' if ordered else 'strict'}], {check.distinct} distinct, violations {len(violations)}, "
+          f"{time.time() - t0:.1f} s")
+    for v in violations[: (None if verbose else 40)]:
+        print("  " + v)
+    return 1 if violations else 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one short session (a few seconds)")
@@ -749,10 +815,14 @@ def main(argv=None) -> int:
                          "close and reopen")
     ap.add_argument("--tmpfs", action="store_true", help="with --faults: also fill real tmpfs mounts (root only)")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--truncate", action="store_true",
+                    help="check the restart truncation (TrajectoryWriter.open(truncate_after_step=...)) at every cut")
     a = ap.parse_args(argv)
     if a.faults:
         return run_faults(a.quick, a.verbose, a.cuts, a.plan, a.tmpfs)
     seeds = a.seeds if a.seeds is not None else (2 if a.quick else 6)
+    if a.truncate:
+        return run_truncation(seeds, not a.strict_metadata, a.verbose)
     return run(a.quick, seeds, not a.strict_metadata, a.verbose, a.cuts, a.plan,
                "always" if a.durable_always else True)
 

@@ -3,7 +3,8 @@
 mrec-notes §1.6: every column is one of ``f64 i8 i16 i32 i64 u8 u16 u32 u64
 bool string c64 c128``; the mapping to a Zarr V3 ``data_type`` is total and
 exact both ways.  Nothing is ever widened or narrowed silently: a
-``float16``/``float32`` array is refused (``narrow_float``), fixed-length
+``float16``/``float32`` array is refused (``narrow_float``) unless its column's
+declared or canonical dtype is f64 (then it is widened, which is exact), fixed-length
 strings and raw bytes are refused (``unknown_dtype``), and so is anything
 else outside the set.
 
@@ -196,7 +197,8 @@ def _dtype_name(dt: np.dtype, where: str | None, what: str) -> str:
     if kind in ("U", "T", "O"):
         return "string"
     if kind == "f" and dt.itemsize < 8:
-        raise _refuse(f"{what}: {dt} is a narrow float; f64 is the only real dtype", "narrow_float", where)
+        raise _refuse(f"{what}: {dt} is a narrow float; f64 is the only real dtype (a column declared f64, "
+                      "or a canonical f64 name, takes it widened exactly)", "narrow_float", where)
     if kind == "S":
         raise _refuse(f"{what}: fixed-length bytes ({dt}) are not a column dtype; use string",
                       "unknown_dtype", where)
@@ -300,6 +302,42 @@ def _from_sequence(values: Sequence[Any], canonical: str | None, where: str | No
     return arr
 
 
+def _exact_to(a: np.ndarray, target: str, whose: str, where: str | None, what: str) -> np.ndarray:
+    """``a`` converted to the mrec dtype ``target`` when the conversion is exact, else a refusal.
+
+    An array already of ``target`` (either byte order), or of another kind (integers for a real
+    column, reals for an integer one, bools, strings: a column keeps its kind), is returned
+    unchanged for the usual checks.  Exact conversions within a kind: float16/float32 -> f64
+    (always exact), c64 -> c128, an integer array into an integer dtype whose range holds every
+    value.  A lossy one is left as it is, for the check that
+    follows to refuse with its kind (``declaration_mismatch`` against a declared dtype,
+    ``bad_reference`` for a row reference); an integer array that does not fit its canonical
+    dtype (a negative ``res_id``) is refused here, ``canonical_dtype``, naming the value.
+    """
+    if target not in NUMPY_DTYPES or target == "string":
+        return a
+    dt = NUMPY_DTYPES[target]
+    src = a.dtype
+    if src.kind not in "fiuc" or (src.kind == dt.kind and src.itemsize == dt.itemsize):
+        return a
+    if target == "f64" and src.kind == "f" and src.itemsize < 8:
+        return a.astype(dt)
+    if target == "c128" and src.kind == "c" and src.itemsize == 8:
+        return a.astype(dt)
+    if src.kind in "iu" and dt.kind in "iu":
+        if a.size == 0:
+            return a.astype(dt)
+        lo, hi = int(a.min()), int(a.max())
+        tlo, thi = _INT_RANGE[target]
+        if tlo <= lo and hi <= thi:
+            return a.astype(dt)
+        if whose == "canonical":
+            bad = lo if lo < tlo else hi
+            raise _refuse(f"{what}: {src} values convert to the canonical dtype {target} only when exact: "
+                          f"{bad} is not in {tlo}..{thi}", "canonical_dtype", where)
+    return a        # another kind, or not exact: the declared / canonical / reference checks refuse it
+
+
 def as_column_array(values: Any, *, column: str | None = None, hint: str | None = None,
                     where: str | None = None, what: str = "column") -> tuple[np.ndarray, str]:
     """``values`` as a canonical in-memory column plus its mrec dtype.
@@ -314,10 +352,19 @@ def as_column_array(values: Any, *, column: str | None = None, hint: str | None 
       value fits it exactly -- a list has no width of its own, so this is not
       a widening.  ``hint`` (an mrec dtype, e.g. the declared one) plays the
       same role for any column and takes precedence over the canonical name.
+    * A numpy array whose dtype differs from its target -- ``hint``, else the canonical dtype of
+      ``column`` -- is converted when the conversion is exact (float32 -> f64; i32/i64/u32 ->
+      u64 when every value is non-negative and fits; see :func:`_exact_to`) and refused when it
+      is lossy; another kind (an integer array for an f64 column) is never converted.  Without a
+      target an array is never converted (float32 stays ``narrow_float``).
     * 0-d input is refused (a column has a leading axis).
     """
     if isinstance(values, np.ndarray):
         a = values
+        if hint is not None:
+            a = _exact_to(a, hint, "declared", where, what)
+        elif column is not None and column in CANONICAL_DTYPES:
+            a = _exact_to(a, CANONICAL_DTYPES[column], "canonical", where, what)
     elif isinstance(values, (list, tuple)):
         target = hint if hint is not None else (CANONICAL_DTYPES.get(column) if column else None)
         a = _from_sequence(values, target, where, what)

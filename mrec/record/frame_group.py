@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import RefusalError
 from ..zarr.array import Array, meta_key, read_node, write_group
 from ..zarr.metadata import ArrayMetadata, GroupMetadata
-from .dtypes import dtype_from_zarr, dtype_of_array
+from .dtypes import check_canonical, dtype_from_zarr, dtype_of_array
 from .fixed import write_fixed_array
 from .model import FRAME_RESERVED_BLOCKS, Box, Frame
 from .typed_json import decode_meta_document, encode_meta_document
@@ -207,6 +207,10 @@ def read_frame_group(store, path: str, *, typed_meta: bool = True, cell: bool = 
             if isinstance(cnode, GroupMetadata):
                 continue                              # _validity is read below; other groups are not columns
             cols[cname] = _read_column(store, apath, cnode, n)
+            # stored canonical columns are refused at another dtype: the Frame constructor would
+            # convert an exact integer array (that is for a producer's input, not for what is on disk)
+            check_canonical(name, cname, dtype_from_zarr(cnode.data_type.name), cols[cname].shape[1:],
+                            store.describe(apath))
             consumed.add(apath + "/")
             p = cnode.attributes.get("precision")
             if p is not None:

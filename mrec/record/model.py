@@ -149,12 +149,19 @@ def _bad_box(message: str, path: str | None = None) -> RefusalError:
 def _real_array(value: Any, shape: tuple[int, ...], what: str) -> np.ndarray:
     a = np.asarray(value)
     if a.dtype.kind == "f" and a.dtype.itemsize < 8:
-        raise RefusalError(f"box: {what} is {a.dtype}; the cell is f64", kind="narrow_float")
+        # the constructor also builds the cells a reader reads: a stored float32 stays refused
+        raise RefusalError(f"box: {what} is {a.dtype}; the cell is f64 (Box.from_rows / from_dimensions "
+                           "take an MD tool's float32 cell and widen it exactly)", kind="narrow_float")
     if a.dtype.kind not in "iuf" or (a.dtype.kind == "f" and a.dtype.itemsize != 8):
         raise _bad_box(f"{what} must be real numbers, found {a.dtype}")
     if a.shape != shape:
         raise _bad_box(f"{what} must have shape {list(shape)}, found {list(a.shape)}")
     return np.array(a, dtype="<f8")
+
+
+#: ``Box.from_dimensions`` refuses a cell whose c lies this close to the a-b plane: (c_z / c)**2 <= FLAT_CELL
+#: (angles like 30, 30, 60 make a flat cell whose c_z rounding leaves a few ulps above zero)
+FLAT_CELL = 1e-10
 
 
 def _bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
@@ -164,6 +171,12 @@ def _bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
 @dataclass(eq=False)
 class Box:
     """A frame's simulation cell (mrec-notes §2.4).
+
+    **Convention**: ``vectors[:, 0]`` is the lattice vector a, ``vectors[:, 1]`` is b,
+    ``vectors[:, 2]`` is c -- the vectors are the **columns** (as stored on disk).  MDAnalysis
+    and ASE hold them as **rows** and describe a cell as ``(a, b, c, alpha, beta, gamma)``: use
+    :meth:`from_rows` / :attr:`rows` and :meth:`from_dimensions` / :attr:`dimensions` to move
+    between the two; never pass a tool's row matrix as ``vectors``.
 
     ``vectors`` -- 3x3 f64, the lattice vectors are its **columns**;
     ``origin`` -- f64[3], default zeros; ``boundary`` -- bool[3], which axes
@@ -175,7 +188,7 @@ class Box:
     stored vectors) and an all-False ``boundary`` by default; a True boundary
     flag on an undefined cell is refused.  Equality is bitwise (``-0.0`` and
     ``0.0`` differ, NaN equals NaN).  Refusals are kind ``bad_box`` (and
-    ``narrow_float`` for float32 input).
+    ``narrow_float`` for float32 input: use :meth:`from_rows` for an MD tool's cell).
     """
 
     vectors: Any = None
@@ -239,6 +252,100 @@ class Box:
         if isinstance(obj, (np.ndarray, list, tuple)):
             return cls(vectors=obj)
         raise _bad_box(f"cannot make a cell from {type(obj).__name__}")
+
+    # -- the row / (a, b, c, alpha, beta, gamma) conventions of MD tools -------------------
+
+    @classmethod
+    def from_rows(cls, rows: Any, origin: Any = None, boundary: Any = None) -> "Box":
+        """A cell from a 3x3 matrix whose **rows** are the lattice vectors a, b, c.
+
+        MDAnalysis (``triclinic_dimensions``) and ASE (``atoms.cell``) hold the vectors as rows;
+        mrec stores them as the columns of ``vectors``, so ``Box.from_rows(m).vectors == m.T``
+        and ``Box.from_rows(m).rows == m`` bit for bit.  Any real input is taken as f64 (a
+        float32 matrix widens exactly).
+        """
+        m = np.asarray(rows)
+        if m.dtype.kind not in "iuf":
+            raise _bad_box(f"rows must be real numbers, found {m.dtype}")
+        if m.shape != (3, 3):
+            raise _bad_box(f"rows must have shape [3, 3], found {list(m.shape)}")
+        return cls(vectors=np.array(m, dtype="<f8").T, origin=origin, boundary=boundary)
+
+    @classmethod
+    def from_dimensions(cls, a: float, b: float, c: float, alpha: float = 90.0, beta: float = 90.0,
+                        gamma: float = 90.0, origin: Any = None, boundary: Any = None) -> "Box":
+        """A cell from lengths ``a b c`` and angles ``alpha beta gamma`` in degrees (MDAnalysis'
+        ``dimensions``, ASE's ``cellpar``; alpha is the angle between b and c, beta between a
+        and c, gamma between a and b).
+
+        The standard orientation: a along x, b in the xy plane, c completing a right-handed
+        cell -- the same matrix as MDAnalysis' ``triclinic_vectors`` and ASE's
+        ``cellpar_to_cell`` (an angle of exactly 90 gives exact zeros).  Also accepts one
+        sequence of six numbers.  Refused (``bad_box``): a length not positive and finite, an
+        angle outside (0, 180), angles that make no cell (c within ``FLAT_CELL`` of the a-b plane).
+        """
+        vals = [float(v) for v in (a, b, c, alpha, beta, gamma)]
+        la, lb, lc, al, be, ga = vals
+        if not all(math.isfinite(v) and v > 0 for v in (la, lb, lc)):
+            raise _bad_box(f"lengths a, b, c must be positive and finite, found {vals[:3]}")
+        if not all(math.isfinite(v) and 0 < v < 180 for v in (al, be, ga)):
+            raise _bad_box(f"angles alpha, beta, gamma must be in (0, 180) degrees, found {vals[3:]}")
+
+        def cos_sin(deg: float) -> tuple[float, float]:
+            if deg == 90.0:
+                return 0.0, 1.0
+            r = math.radians(deg)
+            return math.cos(r), math.sin(r)
+
+        ca, _ = cos_sin(al)
+        cb, _ = cos_sin(be)
+        cg, sg = cos_sin(ga)
+        cx = lc * cb
+        cy = lc * (ca - cb * cg) / sg
+        cz2 = lc * lc - cx * cx - cy * cy
+        if not cz2 > FLAT_CELL * lc * lc:    # c (numerically) in the plane of a and b: no volume
+            raise _bad_box(f"angles {vals[3:]} (degrees) make no cell (the vectors are coplanar)")
+        rows = np.array([[la, 0.0, 0.0], [lb * cg, lb * sg, 0.0], [cx, cy, math.sqrt(cz2)]], dtype="<f8")
+        return cls.from_rows(rows, origin=origin, boundary=boundary)
+
+    @property
+    def rows(self) -> np.ndarray:
+        """The lattice vectors as the **rows** of a 3x3 f64 matrix (``vectors.T``, a copy):
+        the layout of MDAnalysis' ``triclinic_dimensions`` and ASE's ``cell``."""
+        return np.ascontiguousarray(self.vectors.T)
+
+    @property
+    def dimensions(self) -> np.ndarray | None:
+        """``[a, b, c, alpha, beta, gamma]`` (f64; lengths in the record's length unit, angles
+        in degrees), MDAnalysis' ``dimensions`` / ASE's ``cell.cellpar()``; ``None`` for an
+        undefined cell.  Angles between perpendicular vectors are exactly 90."""
+        if not self.defined:
+            return None
+        va, vb, vc = (self.vectors[:, k] for k in range(3))
+        lengths = [float(np.sqrt(np.dot(v, v))) for v in (va, vb, vc)]
+
+        def angle(u: np.ndarray, v: np.ndarray, nu: float, nv: float) -> float:
+            d = float(np.dot(u, v))
+            if d == 0.0:
+                return 90.0
+            if nu == 0.0 or nv == 0.0:
+                return 90.0
+            return math.degrees(math.acos(max(-1.0, min(1.0, d / (nu * nv)))))
+
+        la, lb, lc = lengths
+        return np.array([la, lb, lc, angle(vb, vc, lb, lc), angle(va, vc, la, lc), angle(va, vb, la, lb)],
+                        dtype="<f8")
+
+    def __repr__(self) -> str:
+        if not self.defined:
+            return "Box(undefined)"
+        d = self.dimensions
+        text = "Box(a={:.6g}, b={:.6g}, c={:.6g}, alpha={:.6g}, beta={:.6g}, gamma={:.6g}".format(*d)
+        if self.origin.any():
+            text += f", origin={self.origin.tolist()}"
+        if not self.boundary.all():
+            text += f", boundary={[bool(x) for x in self.boundary]}"
+        return text + ")"
 
     def to_json(self) -> dict[str, Any]:
         """The attribute form of the cell (the reference writer's choice, §2.4/§3.7).
@@ -304,7 +411,9 @@ class Frame:
     Python lists of ints the dtype they should take when every value fits it
     exactly (e.g. the declared dtypes of a ``sequence_schema``); columns named
     in ``targets`` are hinted ``u64`` and canonical names their canonical
-    dtype.  numpy arrays are never converted.
+    dtype.  numpy arrays are converted to that same target only when the
+    conversion is exact (float32 -> f64, integers that fit; see
+    :func:`~mrec.record.dtypes.as_column_array`), a lossy one is refused.
 
     Refusals: a block named ``box`` (``reserved_block_name``), a column named
     ``_validity`` (``reserved_column_name``), invalid node names (same kinds),
@@ -520,6 +629,32 @@ class Frame:
         raise TypeError(f"cannot make a Frame from {type(obj).__name__}")
 
     # -- queries ----------------------------------------------------------------
+
+    def _xyz(self, prefix: str, block: str = "atoms") -> np.ndarray | None:
+        cols = self.blocks.get(block)
+        names = [f"{prefix}{a}" for a in "xyz"]
+        if cols is None or not all(n in cols for n in names):
+            return None
+        return np.stack([cols[n] for n in names], axis=1)
+
+    @property
+    def positions(self) -> np.ndarray | None:
+        """``atoms`` columns ``x y z`` as one (N, 3) f64 array (a copy); None without them."""
+        return self._xyz("")
+
+    @property
+    def velocities(self) -> np.ndarray | None:
+        """``atoms`` columns ``vx vy vz`` as (N, 3); None without them."""
+        return self._xyz("v")
+
+    @property
+    def forces(self) -> np.ndarray | None:
+        """``atoms`` columns ``fx fy fz`` as (N, 3); None without them."""
+        return self._xyz("f")
+
+    def __repr__(self) -> str:
+        from .describe import frame_repr
+        return frame_repr(self)
 
     def rows(self, block: str) -> int:
         """The row count of ``block``."""

@@ -117,6 +117,10 @@ class Record:
             self.store.close()
             self.store = None
 
+    def __repr__(self) -> str:
+        from .describe import record_repr
+        return record_repr(self)
+
     def __enter__(self):
         return self
 

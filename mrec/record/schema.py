@@ -332,8 +332,13 @@ class SequenceSchema:
 
     def declare_block(self, name: str, rows: int | None = None, structural_shape: Any = None,
                       aligned_with: str | None = None, targets: Mapping[str, str] | None = None,
-                      extra: Mapping[str, Any] | None = None) -> BlockDecl:
+                      extra: Mapping[str, Any] | None = None, fixed: bool = False) -> BlockDecl:
         """Declare block ``name`` (before its columns).
+
+        ``fixed=True`` pins the row count to ``rows``: a frame presenting the block with another
+        row count is refused at ``append`` (kind ``structural_shape_mismatch``).  It is stored as
+        the one-axis ``structural_shape [rows]``, the format's own way to fix a block's rows, so
+        every reader and a reopened writer keep it.
 
         ``rows`` is the representative row count (``frame_rows``); with a
         ``structural_shape`` it defaults to, and must equal, the product.
@@ -342,6 +347,12 @@ class SequenceSchema:
         declared (u64) and by :meth:`validate` (declared at all).
         """
         path = self.path
+        if fixed:
+            if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+                raise _refuse(f"block {name!r}: fixed=True needs rows, a non-negative integer (found {rows!r})",
+                              "declaration_mismatch", path)
+            if structural_shape is None:
+                structural_shape = (rows,)
         check_node_name(name, "block", "reserved_block_name", path)
         check_text(name, "block name", path, "reserved_block_name")
         if name in TRAJECTORY_RESERVED_BLOCKS:

@@ -719,6 +719,8 @@ class TrajectoryReader:
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(len(self)))]
+        if not isinstance(i, (int, np.integer)) or isinstance(i, (bool, np.bool_)):
+            return [self[int(k)] for k in self.ordinals(i)]
         i = self._ordinal(i)
         blocks, masks = {}, {}
         for name, b in self.layout.blocks.items():
@@ -773,6 +775,12 @@ class TrajectoryReader:
         b = self.layout.blocks[block]
         if column not in b.decl.columns:
             raise KeyError(f"{block}/{column} is not declared")
+        if frames is not None and not isinstance(frames, slice):
+            sel = self.ordinals(frames)
+            if not len(sel):
+                return self.column(block, column, slice(0, 0))
+            lo = int(sel.min())
+            return self.column(block, column, slice(lo, int(sel.max()) + 1))[sel - lo]
         idx = range(*(frames or slice(None)).indices(len(self)))
         if not b.regular and b.n_updates:
             counts = b.counts()
@@ -799,6 +807,53 @@ class TrajectoryReader:
             a, z = b.rows_of(j)
             parts.append(data[a - lo:z - lo])
         return np.stack(parts)
+
+    # -- conveniences (issue 14) -------------------------------------------------------
+    def ordinals(self, frames) -> np.ndarray:
+        """``frames`` as an int64 array of ordinals: an int, a slice, a sequence / array of ints
+        (negative ones count from the end) or a boolean mask of ``len(self)`` entries.  Out of
+        range is ``IndexError``; anything else ``TypeError``."""
+        n = len(self)
+        if isinstance(frames, slice):
+            return np.arange(*frames.indices(n), dtype=np.int64)
+        if isinstance(frames, (int, np.integer)) and not isinstance(frames, (bool, np.bool_)):
+            return np.array([self._ordinal(frames)], dtype=np.int64)
+        a = np.asarray(frames)
+        if a.dtype.kind == "b":
+            if a.shape != (n,):
+                raise IndexError(f"a boolean frame mask needs {n} entries, found shape {list(a.shape)}")
+            return np.flatnonzero(a).astype(np.int64)
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            raise TypeError(f"frames {frames!r} are not integers, a slice or a boolean mask")
+        a = a.astype(np.int64)
+        bad = (a < -n) | (a >= n)
+        if bad.any():
+            raise IndexError(f"frame {int(a[bad][0])} out of range for a trajectory of {n} frames")
+        return np.where(a < 0, a + n, a)
+
+    def __contains__(self, i) -> bool:
+        """``i in r``: whether ``r[i]`` names a frame (an integer in ``-len(r) .. len(r) - 1``);
+        nothing is read or decoded.  Anything but an integer is never in a reader."""
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+            return False
+        return -len(self) <= int(i) < len(self)
+
+    def positions(self, frames=None, block: str = "atoms") -> np.ndarray:
+        """Coordinates from ``block``'s columns ``x y z``: frame ``i`` (an int) as (N, 3); several
+        frames (a slice, a list of ordinals, a boolean mask; None = all) as (F, N, 3), which needs
+        a regular block (one row count).  ``KeyError`` when the block lacks x, y or z."""
+        if block not in self.layout.blocks or not all(c in self.layout.blocks[block].decl.columns for c in "xyz"):
+            raise KeyError(f"block {block!r} has no x, y, z columns")
+        if isinstance(frames, (int, np.integer)) and not isinstance(frames, (bool, np.bool_)):
+            cols = self.read_columns(frames, [(block, c) for c in "xyz"])
+            if not cols:
+                raise KeyError(f"block {block!r} is absent at frame {frames}")
+            return np.stack([cols[(block, c)] for c in "xyz"], axis=1)
+        return np.stack([self.column(block, c, frames) for c in "xyz"], axis=-1)
+
+    def __repr__(self) -> str:
+        from .describe import reader_repr
+        return reader_repr(self)
 
     # -- invariants checked on open --------------------------------------------------
     def _check_alignment(self) -> None:

@@ -396,9 +396,14 @@ class TrajectoryWriter:
     @classmethod
     @_write_errors("reopening the trajectory")
     def open(cls, path, *, flush_every: int | None = None, durable: bool = True, fs=None,
-             compression=None) -> "TrajectoryWriter":
+             compression=None, truncate_after_step: int | None = None) -> "TrajectoryWriter":
+        """Reopen to append.  ``truncate_after_step=S`` first drops every committed frame whose
+        step is after S (a restart from a checkpoint at S; see :mod:`mrec.record.truncate`)."""
         _refuse_url(path, "append to")
         path = os.fspath(path)
+        if truncate_after_step is not None:
+            from .truncate import check_step
+            truncate_after_step = check_step(truncate_after_step)
         recover(fs or DEFAULT_FS, os.path.abspath(path))  # an overwrite a crash interrupted (mrec.record.replace)
         if not os.path.isdir(path):
             raise StoreError("a trajectory is appended to in its *.mrec directory (unpack a *.mrec.zip first)", path=path)
@@ -416,6 +421,10 @@ class TrajectoryWriter:
                 raise CorruptionError(why, path=key)
             if w.repair_report.repaired:
                 layout = load_layout(store)
+            if truncate_after_step is not None:
+                from .truncate import lower_commit
+                if lower_commit(store, layout, truncate_after_step, durable=w.durable) < layout.nstep:
+                    layout = load_layout(store)
             w._restore(layout)
             w.flush_every = flush_every if flush_every is not None else w._auto_k()
             w._check_flush_every()
@@ -1508,6 +1517,10 @@ class TrajectoryWriter:
     @property
     def path(self) -> str:
         return self.store.root
+
+    def __repr__(self) -> str:
+        from .describe import writer_repr
+        return writer_repr(self)
 
 
 def _plain_parts(fr):

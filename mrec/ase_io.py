@@ -1,0 +1,176 @@
+"""ASE io plugin: ``ase.io.read("run.mrec.zip", index=":")``, ``ase.io.write("run.mrec", images)``.
+
+Registered through ASE's external io-format entry point (``ase.ioformats``: ``mrec =
+mrec.ase_io:mrec_format`` in mrec's package metadata), so an installed mrec is found by ASE
+with no import.  Names ``*.mrec.zip`` and ``*.mrec`` select it; ASE takes an existing
+*directory* for its own bundle format, so reading a live ``*.mrec`` directory needs
+``format="mrec"``.
+
+Per image: ``positions``, ``numbers`` / symbols (the ``element`` column, or ``atomic_number``),
+``cell`` (the mrec cell's lattice vectors as rows) and ``pbc`` (its boundary), velocities
+(``vx vy vz``, stored in Å/ps), ``tags`` (column ``tag``), initial charges (``charge``),
+masses (``mass``) and the calculator results ``energy``, ``free_energy``, ``forces``
+(``fx fy fz``) and ``stress`` (meta ``stress``, Voigt order) as a SinglePointCalculator.  The
+atom count may change from image to image.  Energies and forces convert from a record's
+stated units (``eV`` as ASE writes them; ``kJ/mol`` / ``kcal/mol`` from MD engines).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+
+from .errors import MrecError
+from .md import require
+
+__all__ = ["mrec_format", "read_mrec", "write_mrec"]
+
+
+def _external_format():
+    try:
+        from ase.utils.plugins import ExternalIOFormat
+    except ImportError:           # ASE absent: the entry point is only ever loaded by ASE itself
+        return None
+    return ExternalIOFormat(desc="mrec molecular record (Zarr V3)", code="+S", module="mrec.ase_io",
+                            glob=["*.mrec.zip", "*.mrec"])
+
+
+#: the object ASE's entry point loads
+mrec_format = _external_format()
+
+_ENERGY_EV = {"ev": 1.0}
+
+
+def _energy_factor(units: dict | None) -> float:
+    """eV per the record's energy unit (1 when none is stated)."""
+    ase_units = require("ase.units")
+    if not isinstance(units, dict) or "energy" not in units:
+        return 1.0
+    e = str(units["energy"]).replace(" ", "").lower()
+    table = {"ev": 1.0, "kj/mol": ase_units.kJ / ase_units.mol, "kcal/mol": ase_units.kcal / ase_units.mol,
+             "hartree": ase_units.Hartree, "ry": ase_units.Rydberg}
+    if e not in table:
+        raise MrecError(f"energy unit {units['energy']!r} is not one ASE's reader converts ({sorted(table)})")
+    return table[e]
+
+
+def _units(rec) -> dict | None:
+    u = rec.system.meta.get("units") if rec.system is not None else None
+    return u if u is not None else rec.meta.get("units")
+
+
+def _numbers(symbols) -> np.ndarray:
+    """Atomic numbers of chemical symbols; 0 (ASE's ``X``) for a label that is none (a virtual site)."""
+    from ase.data import atomic_numbers
+    out = np.zeros(len(symbols), dtype=np.int64)
+    cache: dict[str, int] = {}
+    for k, sym in enumerate(symbols):
+        z = cache.get(sym)
+        if z is None:
+            z = cache[sym] = atomic_numbers.get(sym, atomic_numbers.get(sym[:1].upper() + sym[1:].lower(), 0))
+        out[k] = z
+    return out
+
+
+def _selection(index, n: int):
+    if index is None:
+        return [n - 1] if n else []
+    if isinstance(index, str):
+        from ase.io.formats import string2index
+        index = string2index(index)
+    if isinstance(index, slice):
+        return list(range(*index.indices(n)))
+    i = int(index)
+    if not -n <= i < n:
+        raise IndexError(f"image {i} out of range for {n} images")
+    return [i % n]
+
+
+def read_mrec(filename, index=None):
+    """Yield the selected images of the record's trajectory (or its frame section) as ASE Atoms."""
+    ase = require("ase")
+    from ase.calculators.singlepoint import SinglePointCalculator
+    ase_units = require("ase.units")
+    from .md.atoms import atoms_view, energy_keys
+    from .md.convert import record_units
+    from .record.record import read_record
+    with read_record(os.fspath(filename)) as rec:
+        lf, tf = record_units(rec)
+        ef = _energy_factor(_units(rec))
+        r = rec.trajectory
+        if r is not None:
+            frames = ((i, r[i]) for i in _selection(index, len(r)))
+        elif rec.frame is not None:
+            frames = iter([(0, rec.frame)] if _selection(index, 1) else [])
+        else:
+            raise MrecError("the record has neither a trajectory nor a frame section", path=os.fspath(filename))
+        for _i, f in frames:
+            view = atoms_view(f, rec.system)
+            if view.positions is None:
+                raise MrecError("an image needs an atoms block with x, y, z columns", path=os.fspath(filename))
+            cols = view.columns
+            if "atomic_number" in cols and "element" not in cols:
+                numbers = np.asarray(cols["atomic_number"], dtype=np.int64)
+            else:
+                numbers = _numbers(view.species)
+            atoms = ase.Atoms(positions=view.positions * lf, numbers=numbers)
+            box = view.box
+            if box is not None and box.defined:
+                atoms.set_cell(box.rows * lf)
+                atoms.set_pbc(box.boundary)
+            atom_cols = f.blocks.get("atoms", {})
+            if "mass" in cols:                    # before the velocities: ASE stores momenta
+                atoms.set_masses(np.asarray(cols["mass"], dtype=np.float64))
+            if view.velocities is not None:
+                atoms.set_velocities(view.velocities * (lf / tf) / (1000.0 * ase_units.fs))
+            if "tag" in atom_cols:
+                atoms.set_tags(np.asarray(atom_cols["tag"], dtype=np.int64))
+            if "charge" in cols:
+                atoms.set_initial_charges(np.asarray(cols["charge"], dtype=np.float64))
+            results = {}
+            ek = energy_keys(f.meta)
+            if ek is not None:
+                results["energy"] = float(f.meta[ek]) * ef
+            if "free_energy" in f.meta:
+                results["free_energy"] = float(f.meta["free_energy"]) * ef
+            if view.forces is not None:
+                results["forces"] = view.forces * (ef / lf)
+            if "stress" in f.meta:
+                results["stress"] = np.asarray(f.meta["stress"], dtype=np.float64) * (ef / lf ** 3)
+            if results:
+                atoms.calc = SinglePointCalculator(atoms, **results)
+            yield atoms
+
+
+def write_mrec(filename, images, precision: float | None = None, profile: str = "reference", compression=None):
+    """Write ASE images to a new ``*.mrec`` directory, or ``*.mrec.zip`` (written live, then packed).
+
+    An existing record under that name is replaced (as ASE's writers replace their files);
+    anything else there is refused.  ``precision`` -- positions' absolute precision in Å."""
+    from ase import Atoms
+    from .md.convert import _creator, is_mrec_path, write_ase_images
+    from .pack import pack
+    path = os.fspath(filename)
+    if not is_mrec_path(path):
+        raise MrecError("the mrec format writes <stem>.mrec or <stem>.mrec.zip", path=path)
+    live = path[: -len(".zip")] if path.endswith(".zip") else path
+    for p in {path, live}:
+        if os.path.isdir(p):
+            if not os.path.exists(os.path.join(p, "zarr.json")):
+                raise MrecError("exists and is not an mrec record: not replaced", path=p)
+            shutil.rmtree(p)
+        elif os.path.exists(p):
+            if not p.endswith(".mrec.zip"):
+                raise MrecError("exists and is not an mrec record: not replaced", path=p)
+            os.unlink(p)
+    if isinstance(images, Atoms):
+        images = [images]
+    try:
+        write_ase_images(live, images, precision=precision, profile=profile, compression=compression,
+                         meta=_creator())
+    except BaseException:
+        shutil.rmtree(live, ignore_errors=True)
+        raise
+    if live != path:
+        pack(live)

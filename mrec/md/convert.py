@@ -1,0 +1,633 @@
+"""``mrec convert``: MD trajectories into mrec records and back.
+
+Into mrec (``convert(src, "run.mrec" | "run.mrec.zip", top=...)``):
+
+* through **MDAnalysis** for everything it reads (XTC, TRR, DCD, NetCDF, GRO, PDB, LAMMPS dump,
+  ...), with an optional topology (PSF, TPR, PRMTOP, PDB, GRO, LAMMPS data, ...);
+* through **ASE** for extended XYZ (``.extxyz``, ``.xyz``) and ASE ``.traj`` files, whose atom
+  count may change from frame to frame.
+
+What is written: ``system/atoms`` from the topology (``element name type res_name res_id chain
+mass charge`` at their canonical dtypes) and ``system/bonds`` / ``angles`` / ``dihedrals``
+(u64 row indices) when the topology has them; a trajectory with ``atoms`` ``x y z`` (plus
+``vx vy vz`` / ``fx fy fz`` when the source has them), the cell, steps, times and per-frame
+energies; the units in the system meta key ``units`` (MDAnalysis: Å, ps, kJ/mol; ASE: Å, ps,
+eV).  Positions take ``precision`` (Å) when given; by default a lossy source keeps its own
+resolution (an XTC of precision 1000 is stored at 0.01 Å) and anything else is stored exactly
+(float32 values widen to f64 without loss).  Frames stream one at a time: memory stays bounded
+by a frame and the writer's buffer.
+
+Out of mrec (``convert("run.mrec.zip", "out.xtc" | ".dcd" | ".trr" | ".pdb" | ".extxyz" | ...)``):
+extxyz / xyz / pdb are written by :mod:`mrec.md.text` (no extra); every other format through
+MDAnalysis' writers.  A format that holds one atom count refuses a record whose count changes,
+naming the first frame where it does.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time as _time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import MrecError, RefusalError
+from . import require
+
+__all__ = ["convert", "ConvertResult", "is_mrec_path", "ASE_SUFFIXES", "TEXT_OUT"]
+
+#: sources read through ASE (everything else goes through MDAnalysis)
+ASE_SUFFIXES = (".extxyz", ".xyz", ".traj")
+#: outputs written by mrec's own text writers
+TEXT_OUT = (".extxyz", ".xyz", ".pdb")
+
+MDA_UNITS = {"length": "angstrom", "time": "ps", "velocity": "angstrom/ps", "force": "kJ/(mol*angstrom)",
+             "energy": "kJ/mol", "mass": "amu", "charge": "e"}
+ASE_UNITS = {"length": "angstrom", "time": "ps", "velocity": "angstrom/ps", "force": "eV/angstrom",
+             "energy": "eV", "stress": "eV/angstrom**3", "mass": "amu", "charge": "e"}
+_LENGTH = {"angstrom": 1.0, "a": 1.0, "å": 1.0, "nm": 10.0, "nanometer": 10.0, "pm": 0.01, "bohr": 0.529177210903}
+_TIME = {"ps": 1.0, "picosecond": 1.0, "fs": 1e-3, "femtosecond": 1e-3, "ns": 1e3, "nanosecond": 1e3}
+
+
+def is_mrec_path(path: str) -> bool:
+    p = os.fspath(path).rstrip("/")
+    return p.endswith(".mrec") or p.endswith(".mrec.zip")
+
+
+@dataclass
+class ConvertResult:
+    source: str
+    output: str
+    frames: int = 0
+    atoms: int | list[int] = 0
+    seconds: float = 0.0
+    reader: str = ""
+    precision: float | None = None
+    fields: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        out = dict(vars(self))
+        out["bytes"] = _size(self.output)
+        out["frames_per_second"] = round(self.frames / self.seconds, 2) if self.seconds > 0 else None
+        return out
+
+
+def _size(path: str) -> int:
+    if os.path.isdir(path):
+        return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+    return os.path.getsize(path) if os.path.exists(path) else 0
+
+
+def _slice(frames) -> slice:
+    if frames is None:
+        return slice(None)
+    if isinstance(frames, slice):
+        return frames
+    if isinstance(frames, str):
+        parts = [int(p) if p.strip() else None for p in frames.split(":")]
+        if not 1 <= len(parts) <= 3:
+            raise MrecError(f"--frames {frames!r} is not START:STOP[:STEP]")
+        if len(parts) == 1:
+            return slice(parts[0], None if parts[0] == -1 else parts[0] + 1)
+        return slice(*parts)
+    raise MrecError(f"frames {frames!r} is not a slice or START:STOP[:STEP]")
+
+
+def _refuse_existing(out: str, overwrite: bool) -> None:
+    if (os.path.exists(out) or os.path.lexists(out)) and not overwrite:
+        raise RefusalError(f"{out} already exists (use --overwrite to replace it)", path=out, kind="exists")
+
+
+def _move_into_place(new: str, out: str) -> None:
+    """Rename the finished ``new`` to ``out``; an existing ``out`` is moved aside first and removed
+    only after the rename, so some complete version is always there."""
+    old = None
+    if os.path.lexists(out):
+        old = os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.old-{os.getpid()}")
+        os.rename(out, old)
+    os.rename(new, out)
+    if old is not None:
+        if os.path.isdir(old) and not os.path.islink(old):
+            shutil.rmtree(old)
+        else:
+            os.unlink(old)
+
+
+def _check_out(out: str, overwrite: bool) -> None:
+    if os.path.exists(out) or os.path.lexists(out):
+        if not overwrite:
+            raise RefusalError(f"{out} already exists (use --overwrite to replace it)", path=out, kind="exists")
+        if os.path.isdir(out):
+            shutil.rmtree(out)
+        else:
+            os.unlink(out)
+
+
+def convert(src, out, *, top=None, frames=None, precision: float | None = None, profile: str = "reference",
+            compression=None, fmt: str | None = None, overwrite: bool = False, progress=None) -> ConvertResult:
+    """Convert ``src`` to ``out``; one of them is an mrec record (``*.mrec`` / ``*.mrec.zip``).
+
+    ``frames`` -- a slice or ``"START:STOP[:STEP]"``; ``precision`` -- positions' absolute
+    precision in Å (into mrec); ``profile`` / ``compression`` -- the trajectory writer's;
+    ``fmt`` -- the source's MDAnalysis format name when its extension does not tell
+    (``LAMMPSDUMP`` ...); ``progress`` -- a :class:`~mrec.md.progress.FrameBar` or None.
+    """
+    src, out = os.fspath(src), os.fspath(out)
+    if not os.path.exists(src):
+        raise MrecError("no such file or directory", path=src)
+    sel = _slice(frames)
+    t0 = _time.monotonic()
+    if is_mrec_path(src) and not is_mrec_path(out):
+        res = _export(src, out, sel, overwrite=overwrite, progress=progress)
+    elif is_mrec_path(out):
+        if precision is not None and not (isinstance(precision, (int, float)) and precision > 0):
+            raise MrecError(f"--precision {precision!r} is not a positive number (Å)")
+        _refuse_existing(out, overwrite)
+        # written under a temporary sibling name, moved into place when complete: a failed or
+        # interrupted conversion leaves no half record and keeps what --overwrite would replace
+        live = os.path.join(os.path.dirname(os.path.abspath(out)),
+                            f".{os.path.basename(out)}.convert-{os.getpid()}.mrec")
+        low = src.lower()
+        for c in (".gz", ".bz2", ".xz"):
+            if low.endswith(c):
+                low = low[: -len(c)]
+        try:
+            if fmt is None and low.endswith(ASE_SUFFIXES):
+                res = _import_ase(src, live, sel, precision, profile, compression, progress)
+            else:
+                res = _import_mda(src, live, top, sel, precision, profile, compression, fmt, progress)
+            if out.endswith(".zip"):
+                from ..pack import pack
+                done = os.fspath(pack(live))
+            else:
+                done = live
+            _move_into_place(done, out)
+        except BaseException:
+            shutil.rmtree(live, ignore_errors=True)
+            if os.path.exists(live + ".zip"):
+                os.unlink(live + ".zip")
+            raise
+        res.output = out
+    else:
+        raise MrecError(f"one side of a conversion is an mrec record (*.mrec or *.mrec.zip): {src} -> {out}")
+    res.seconds = _time.monotonic() - t0
+    return res
+
+
+# -- into mrec ------------------------------------------------------------------------------------
+
+def _creator() -> dict:
+    from .. import __version__
+    return {"creator": {"name": "mrec convert", "version": __version__}}
+
+
+def _u64_or_skip(values, name: str, skipped: list) -> np.ndarray | None:
+    a = np.asarray(values)
+    if a.dtype.kind in "iu" and (a.size == 0 or int(a.min()) >= 0):
+        return a.astype(np.uint64)
+    skipped.append(f"{name} (not non-negative integers)")
+    return None
+
+
+def _topology_system(u, skipped: list, relations: bool = True) -> tuple[dict, list[str]]:
+    """system blocks from the topology attributes of an MDAnalysis Universe or AtomGroup (bonds,
+    angles and dihedrals only with ``relations``: their indices are the Universe's)."""
+    atoms = u.atoms
+    cols: dict[str, Any] = {}
+    for attr, col in (("elements", "element"), ("names", "name"), ("types", "type"),
+                      ("resnames", "res_name"), ("chainIDs", "chain")):
+        if hasattr(atoms, attr):
+            cols[col] = np.array([str(v) for v in getattr(atoms, attr)], dtype=object)
+    if hasattr(atoms, "resids"):
+        v = _u64_or_skip(atoms.resids, "res_id", skipped)
+        if v is not None:
+            cols["res_id"] = v
+    for attr, col in (("masses", "mass"), ("charges", "charge")):
+        if hasattr(atoms, attr):
+            cols[col] = np.asarray(getattr(atoms, attr), dtype=np.float64)
+    blocks = {"atoms": cols} if cols else {}
+    counts = {"atoms": len(atoms)}
+    for attr, name, ends in (("bonds", "bonds", "ij"), ("angles", "angles", "ijk"), ("dihedrals", "dihedrals", "ijkl")):
+        if not relations:
+            break
+        try:
+            group = getattr(atoms, attr)
+        except (AttributeError, Exception):   # noqa: BLE001 - MDAnalysis raises NoDataError when absent
+            continue
+        if len(group) == 0:
+            continue
+        idx = np.asarray(group.indices, dtype=np.uint64)
+        blocks[name] = {f"atom{e}": idx[:, k] for k, e in enumerate(ends)}
+        counts[name] = len(idx)
+    if not blocks:
+        blocks = {"atoms": {}}
+    return {"blocks": blocks, "counts": counts}, sorted(c for c in cols)
+
+
+def _xtc_resolution(reader) -> float | None:
+    """The grid of an XTC in Å (10 / precision, MDAnalysis converts nm to Å), or None."""
+    try:
+        from MDAnalysis.coordinates.XTC import XTCReader
+        from MDAnalysis.lib.formats.libmdaxdr import XTCFile
+    except ImportError:
+        return None
+    if not isinstance(reader, XTCReader):
+        return None
+    with XTCFile(reader.filename) as f:
+        prec = float(f.read().prec)
+    return 10.0 / prec if prec > 0 else None
+
+
+def _box_of_dimensions(dims):
+    from ..record.model import Box
+    if dims is None:
+        return None
+    d = np.asarray(dims, dtype=np.float64)
+    if d.shape != (6,) or not np.all(np.isfinite(d)) or not np.all(d[:3] > 0) or not np.all(d[3:] > 0):
+        return None
+    return Box.from_dimensions(*d.tolist())
+
+
+def _scalar(v) -> float | None:
+    """A real number, or a one-element numeric array (TRZ's energies), as a float; else None."""
+    if isinstance(v, (bool, np.bool_)):
+        return None
+    if isinstance(v, (float, int, np.floating, np.integer)):
+        return float(v)
+    if isinstance(v, np.ndarray) and v.size == 1 and v.dtype.kind in "iuf":
+        return float(v.reshape(-1)[0])
+    return None
+
+
+def _energy_keys(data: dict) -> list[str]:
+    """The timestep data keys holding one energy per frame (``*energ*``)."""
+    return [k for k, v in data.items() if "energ" in k.lower() and _scalar(v) is not None]
+
+
+def _schema_atoms(n: int | None, precision: float | None, vel: bool, frc: bool, extra: dict | None = None):
+    from ..record.schema import SequenceSchema
+    s = SequenceSchema()
+    s.declare_block("atoms", rows=n)
+    for c in "xyz":
+        s.declare_column("atoms", c, "f64", precision=precision)
+    if vel:
+        for c in ("vx", "vy", "vz"):
+            s.declare_column("atoms", c, "f64")
+    if frc:
+        for c in ("fx", "fy", "fz"):
+            s.declare_column("atoms", c, "f64")
+    for c, dt in (extra or {}).items():
+        s.declare_column("atoms", c, dt)
+    return s
+
+
+def _mda_universe(src: str, top, fmt):
+    mda = require("MDAnalysis")
+    import warnings
+    kwargs = {"format": fmt} if fmt else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            u = mda.Universe(top, src, **kwargs) if top else mda.Universe(src, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - MDAnalysis' parsers raise many types for bad input
+            raise MrecError(f"MDAnalysis cannot read it ({_one_line(exc)})", path=src) from None
+    try:
+        u.trajectory
+    except AttributeError:
+        raise MrecError("MDAnalysis reads a topology but no coordinates from it: give the trajectory as IN and "
+                        "the topology with --top", path=src) from None
+    return u
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
+
+
+def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progress) -> ConvertResult:
+    from ..record.record import write_record
+    from ..record.trajectory_write import TrajectoryWriter
+    import warnings
+    u = _mda_universe(src, top, fmt)
+    traj = u.trajectory
+    res = ConvertResult(src, live, reader=f"MDAnalysis {type(traj).__name__}")
+    if precision is None:
+        precision = _xtc_resolution(traj)
+    res.precision = precision
+    system, topo_cols = _topology_system(u, res.skipped)
+    system["meta"] = {"units": MDA_UNITS}
+    ts0 = traj.ts
+    vel, frc = bool(ts0.has_velocities), bool(ts0.has_forces)
+    energies = _energy_keys(ts0.data)
+    schema = _schema_atoms(u.atoms.n_atoms, precision, vel, frc)
+    for k in energies:
+        schema.declare_meta(k, "f64")
+    res.fields = ["x y z"] + (["vx vy vz"] if vel else []) + (["fx fy fz"] if frc else []) + \
+        ["box", "step", "time"] + energies + [f"system/atoms/{c}" for c in topo_cols] + \
+        [f"system/{b}" for b in system["blocks"] if b != "atoms"]
+    meta = {**_creator(), "converted_from": {"path": os.path.basename(src), "format": type(traj).format
+                                      if isinstance(type(traj).format, str) else str(type(traj).format),
+                                      "topology": os.path.basename(top) if top else None}}
+    write_record(live, meta=meta, system=system)
+    idx = range(*sel.indices(traj.n_frames))
+    if progress is not None:
+        progress.total = len(idx)
+    last_step = None
+    n = 0
+    with TrajectoryWriter.create(live, schema, compression=compression, profile=profile) as w:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for ts in traj[sel]:
+                cols = _xyz_cols("", ts.positions)
+                if vel:
+                    cols.update(_xyz_cols("v", ts.velocities))
+                if frc:
+                    cols.update(_xyz_cols("f", ts.forces))
+                frame: dict = {"blocks": {"atoms": cols}}
+                box = _box_of_dimensions(ts.dimensions)
+                if box is not None:
+                    frame["box"] = box
+                if energies:
+                    frame["meta"] = {k: (_scalar(ts.data.get(k)) if _scalar(ts.data.get(k)) is not None else np.nan)
+                                     for k in energies}
+                step = ts.data.get("step")
+                step = int(step) if step is not None else int(ts.frame)
+                if last_step is not None and step <= last_step:
+                    raise MrecError(f"frame {ts.frame}: step {step} does not increase (the previous frame's is "
+                                    f"{last_step}); steps of an mrec trajectory strictly increase", path=src)
+                last_step = step
+                w.append(frame, step=step, time=float(ts.time))
+                n += 1
+                if progress is not None:
+                    progress.update(n)
+    res.frames = n
+    res.atoms = int(u.atoms.n_atoms)
+    return res
+
+
+def _xyz_cols(prefix: str, a) -> dict:
+    a = np.asarray(a, dtype=np.float64)
+    return {f"{prefix}x": np.ascontiguousarray(a[:, 0]), f"{prefix}y": np.ascontiguousarray(a[:, 1]),
+            f"{prefix}z": np.ascontiguousarray(a[:, 2])}
+
+
+def _ase_frame(atoms, ase_units) -> tuple[dict, dict]:
+    """(frame dict, the fields it has) of one ASE Atoms."""
+    from ..record.model import Box
+    n = len(atoms)
+    cols = _xyz_cols("", atoms.get_positions())
+    cols["element"] = np.array(atoms.get_chemical_symbols(), dtype=object)
+    has: dict[str, Any] = {}
+    if atoms.has("momenta"):
+        v = atoms.get_velocities() * (1000.0 * ase_units.fs)       # Å per ASE time unit -> Å/ps
+        cols.update(_xyz_cols("v", v))
+        has["vel"] = True
+    if atoms.has("initial_charges"):
+        cols["charge"] = np.asarray(atoms.get_initial_charges(), dtype=np.float64)
+    if atoms.has("tags"):
+        cols["tag"] = np.asarray(atoms.get_tags(), dtype=np.int64)
+    if atoms.has("masses"):
+        cols["mass"] = np.asarray(atoms.get_masses(), dtype=np.float64)
+    meta: dict[str, Any] = {}
+    calc = atoms.calc
+    results = getattr(calc, "results", {}) if calc is not None else {}
+    if "forces" in results:
+        cols.update(_xyz_cols("f", results["forces"]))
+        has["frc"] = True
+    if "energy" in results:
+        meta["energy"] = float(results["energy"])
+    if "free_energy" in results:
+        meta["free_energy"] = float(results["free_energy"])
+    if "stress" in results:
+        st = np.asarray(results["stress"], dtype=np.float64).ravel()
+        if st.size == 9:
+            m = st.reshape(3, 3)
+            st = np.array([m[0, 0], m[1, 1], m[2, 2], m[1, 2], m[0, 2], m[0, 1]])
+        meta["stress"] = st
+    if "charges" in results and "charge" not in cols:
+        cols["charge"] = np.asarray(results["charges"], dtype=np.float64)
+    frame: dict = {"blocks": {"atoms": cols}}
+    pbc = np.asarray(atoms.get_pbc(), dtype=bool)
+    cell = np.asarray(atoms.get_cell()[:], dtype=np.float64)
+    if cell.any() and abs(np.linalg.det(cell)) > 0:
+        frame["box"] = Box.from_rows(cell, boundary=pbc)
+    elif pbc.any():
+        raise MrecError(f"an ASE frame with periodic axes {pbc.tolist()} but no full cell cannot be stored")
+    if meta:
+        frame["meta"] = meta
+    has["n"] = n
+    return frame, has
+
+
+def _import_ase(src, live, sel, precision, profile, compression, progress) -> ConvertResult:
+    ase_io = require("ase.io")
+    res = ConvertResult(src, live, reader="ASE", precision=precision)
+    it = ase_io.iread(src, index=sel)
+    try:
+        first = next(it)
+    except StopIteration:
+        raise MrecError("no frames selected", path=src) from None
+    except Exception as exc:  # noqa: BLE001 - ASE raises many types for unreadable input
+        raise MrecError(f"ASE cannot read it ({_one_line(exc)})", path=src) from None
+
+    def images():
+        yield first
+        yield from it
+
+    meta = {**_creator(), "converted_from": {"path": os.path.basename(src), "format": "ASE"}}
+    counts, res.fields = write_ase_images(live, images(), precision=precision, profile=profile,
+                                          compression=compression, progress=progress, meta=meta, label=src)
+    res.frames = len(counts)
+    res.atoms = counts[0] if len(set(counts)) == 1 else sorted(set(counts))
+    return res
+
+
+def write_ase_images(live: str, images, *, precision=None, profile="reference", compression=None, progress=None,
+                     meta: dict | None = None, label: str | None = None) -> tuple[list[int], list[str]]:
+    """Stream ASE ``Atoms`` into a new trajectory at ``live`` (a ``*.mrec`` directory).
+
+    The first image fixes the per-atom fields and results every image must have; the atom count
+    may change.  Steps are the image ordinals.  Returns (atom counts, fields written)."""
+    ase_units = require("ase.units")
+    from ..record.schema import SequenceSchema
+    from ..record.trajectory_write import TrajectoryWriter
+    label = label or live
+    it = iter(images)
+    try:
+        first = next(it)
+    except StopIteration:
+        raise MrecError("no images to write", path=live) from None
+    f0, has0 = _ase_frame(first, ase_units)
+    cols0 = f0["blocks"]["atoms"]
+    s = SequenceSchema()
+    s.declare_block("atoms", rows=has0["n"])
+    for c, v in cols0.items():
+        dt = "string" if v.dtype == object else ("i64" if v.dtype.kind == "i" else "f64")
+        s.declare_column("atoms", c, dt, precision=precision if c in "xyz" else None)
+    meta0 = f0.get("meta", {})
+    for k in meta0:
+        s.declare_meta(k, "f64x6" if k == "stress" else "f64")
+    fields = sorted(cols0) + sorted(meta0) + (["box"] if "box" in f0 else [])
+    counts: list[int] = []
+    with TrajectoryWriter.create(live, s, compression=compression, profile=profile, meta=meta or _creator()) as w:
+        def put(fr, has, k):
+            got = set(fr["blocks"]["atoms"])
+            if got != set(cols0):
+                raise MrecError(f"frame {k}: per-atom fields {sorted(got)} differ from the first frame's "
+                                f"{sorted(cols0)}", path=label)
+            if set(fr.get("meta", {})) != set(meta0):
+                raise MrecError(f"frame {k}: results {sorted(fr.get('meta', {}))} differ from the first "
+                                f"frame's {sorted(meta0)}", path=label)
+            w.append(fr, step=k, time=None)
+            counts.append(has["n"])
+            if progress is not None:
+                progress.update(len(counts))
+        put(f0, has0, 0)
+        boxed = "box" in f0
+        for k, atoms in enumerate(it, start=1):
+            fr, has = _ase_frame(atoms, ase_units)
+            if "box" in fr:
+                boxed = True
+            elif boxed:           # no cell after a cell: omitting it would carry the last one forward
+                raise MrecError(f"frame {k} has no cell after frames with one (an mrec trajectory's cell is "
+                                "defined in every frame or in none)", path=label)
+            put(fr, has, k)
+    # the atom count may change, so there is no system section: the units live in the meta document
+    _set_root_units(live, ASE_UNITS)
+    return counts, fields
+
+
+def _set_root_units(live: str, units: dict) -> None:
+    """Add ``units`` to the record's meta document (written by the trajectory writer)."""
+    from ..zarr.array import read_node, write_group
+    from ..zarr.store import DirectoryStore
+    st = DirectoryStore(live)
+    node = read_node(st, "meta")
+    attrs = dict(node.attributes) if node is not None else {}
+    attrs["units"] = units
+    write_group(st, "meta", attrs, fsync=True)
+
+
+# -- out of mrec ------------------------------------------------------------------------------------
+
+def record_units(rec) -> tuple[float, float]:
+    """(length factor to Å, time factor to ps) of a record, from the system meta or meta ``units``."""
+    units = None
+    if rec.system is not None:
+        units = rec.system.meta.get("units")
+    if units is None:
+        units = rec.meta.get("units")
+    if isinstance(units, str):
+        units = {"preset": units}
+    if not isinstance(units, dict):
+        return 1.0, 1.0
+    lf = _LENGTH.get(str(units.get("length", "angstrom")).lower())
+    tf = _TIME.get(str(units.get("time", "ps")).lower())
+    if lf is None or tf is None:
+        raise MrecError(f"the record states units {units}: mrec convert knows lengths {sorted(_LENGTH)} "
+                        f"and times {sorted(_TIME)}")
+    return lf, tf
+
+
+def _export(src, out, sel, *, overwrite, progress) -> ConvertResult:
+    from ..record.record import read_record
+    from .atoms import atoms_view
+    _refuse_existing(out, overwrite)
+    res = ConvertResult(src, out)
+    low = out.lower()
+    with read_record(src) as rec:
+        r = rec.trajectory
+        if r is None:
+            raise MrecError("the record has no trajectory to convert", path=src)
+        lf, tf = record_units(rec)
+        idx = range(*sel.indices(len(r)))
+        if progress is not None:
+            progress.total = len(idx)
+        steps = r.steps
+        times = r.times
+        counts: list[int] = []
+        tmp = out + ".mrec-partial"
+        try:
+            if low.endswith(TEXT_OUT):
+                from .text import write_extxyz, write_pdb, write_xyz
+                res.reader = "mrec text writer"
+                with open(tmp, "w") as fh:
+                    for k, i in enumerate(idx):
+                        view = _scaled(atoms_view(r[i], rec.system), lf)
+                        t = None if times is None else float(times[i]) * tf
+                        if low.endswith(".extxyz"):
+                            write_extxyz(fh, view, step=int(steps[i]), time=t)
+                        elif low.endswith(".xyz"):
+                            write_xyz(fh, view, step=int(steps[i]), time=t)
+                        else:
+                            write_pdb(fh, view, model=k + 1, step=int(steps[i]), time=t)
+                        counts.append(view.n)
+                        if progress is not None:
+                            progress.update(len(counts))
+            else:
+                counts = _export_mda(src, idx, tmp, out, progress, res)
+            _move_into_place(tmp, out)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    res.frames = len(counts)
+    res.atoms = counts[0] if counts and len(set(counts)) == 1 else sorted(set(counts))
+    return res
+
+
+def _scaled(view, lf: float):
+    if lf != 1.0:
+        for name in ("positions", "velocities", "forces"):
+            if name != "forces" and getattr(view, name) is not None:
+                setattr(view, name, getattr(view, name) * lf)
+    return view
+
+
+def _export_mda(src, idx, tmp, out, progress, res) -> list[int]:
+    """Write frames ``idx`` of the record through an MDAnalysis writer, reading the record with
+    :mod:`mrec.mdanalysis` (so PDB, GRO, ... writers get the topology: names, residues, elements)."""
+    mda = require("MDAnalysis")
+    import warnings
+    from .. import mdanalysis as _registers_mrec  # noqa: F401
+    res.reader = "MDAnalysis writer"
+    if not len(idx):
+        raise MrecError("no frames selected")
+    ext = os.path.splitext(out)[1].lstrip(".").upper()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            u = mda.Universe(src, src, format="MREC", topology_format="MREC")
+        except RefusalError as exc:
+            if exc.kind == "row_count_mismatch":
+                raise MrecError(f"{exc.detail} -- {ext} holds one atom count: "
+                                "write .extxyz, or select frames before the change with --frames", path=src) from None
+            raise
+        n = u.atoms.n_atoms
+        try:
+            writer = mda.Writer(tmp, n_atoms=n, format=ext)
+        except (TypeError, ValueError) as exc:
+            raise MrecError(f"MDAnalysis cannot write {ext} ({_one_line(exc)})", path=out) from None
+        counts: list[int] = []
+        with writer as W:
+            for _ts in u.trajectory[np.asarray(idx, dtype=np.int64)]:
+                W.write(u.atoms)
+                counts.append(n)
+                if progress is not None:
+                    progress.update(len(counts))
+        u.trajectory.close()
+    return counts
+
+
+def result_text(res: ConvertResult) -> str:
+    atoms = res.atoms if isinstance(res.atoms, int) else f"{min(res.atoms)}..{max(res.atoms)} (changing)"
+    prec = f", positions at precision {res.precision:g} Å" if res.precision else ""
+    rate = f" ({res.frames / res.seconds:.1f} frames/s)" if res.seconds > 0 else ""
+    skipped = f"; skipped {', '.join(res.skipped)}" if res.skipped else ""
+    return f"{res.source} -> {res.output}: {res.frames} frames, {atoms} atoms{prec}, {res.seconds:.2f} s{rate}{skipped}"
+
+
+def result_json(res: ConvertResult) -> str:
+    return json.dumps(res.to_json(), indent=2, default=str)

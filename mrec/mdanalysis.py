@@ -1,0 +1,330 @@
+"""MDAnalysis support for mrec records: a Reader, a topology parser and a Writer (format ``MREC``).
+
+Importing this module registers them with MDAnalysis (its readers and parsers register on
+class creation); MDAnalysis itself is the optional extra ``mrec[mdanalysis]``::
+
+    import MDAnalysis as mda
+    import mrec.mdanalysis                        # registers the MREC format
+
+    u = mda.Universe("run.mrec.zip")              # topology from system/, trajectory from trajectory/
+    u = mda.Universe("top.psf", "run.mrec.zip")   # or any topology MDAnalysis reads
+    u = mda.Universe("top.psf", ["a.mrec.zip", "b.mrec"])      # ChainReader
+    with mda.Writer("out.mrec", u.atoms.n_atoms) as w:        # "out.mrec.zip", format="MREC": packed on close
+        for ts in u.trajectory:
+            w.write(u.atoms)
+
+Both ``<stem>.mrec`` directories and ``<stem>.mrec.zip`` archives are recognised by name (the
+format hint claims the double extension ``.mrec.zip``).  The reader gives random access,
+``n_frames``, ``dt``, ``time`` (ps), ``dimensions`` (Å, degrees, from the mrec cell whose
+lattice vectors are columns), ``data["step"]``, velocities and forces when the record has
+``vx vy vz`` / ``fx fy fz``; lengths are converted to Å from the record's stated ``units``.
+It pickles (the record is reopened by name).  MDAnalysis holds one atom count: a record whose
+``atoms`` row count changes is refused, naming the first frame where it changes.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .errors import MrecError, RefusalError
+from .md import require
+from .md.convert import is_mrec_path, record_units
+
+mda = require("MDAnalysis")
+
+from MDAnalysis.coordinates.base import ReaderBase, WriterBase  # noqa: E402
+from MDAnalysis.coordinates.timestep import Timestep  # noqa: E402
+from MDAnalysis.core.topology import Topology  # noqa: E402
+from MDAnalysis.core.topologyattrs import (Angles, Atomids, Atomnames, Atomtypes, Bonds, Charges,  # noqa: E402
+                                           ChainIDs, Dihedrals, Elements, Masses, Resids, Resnames,
+                                           Resnums, Segids)
+from MDAnalysis.lib.util import store_init_arguments  # noqa: E402
+from MDAnalysis.topology.base import TopologyReaderBase  # noqa: E402
+
+__all__ = ["MRECReader", "MRECParser", "MRECWriter"]
+
+
+def _hint(thing) -> bool:
+    return isinstance(thing, (str, os.PathLike)) and is_mrec_path(os.fspath(thing))
+
+
+def _open(filename):
+    from .record.record import read_record
+    return read_record(os.fspath(filename))
+
+
+def _atom_count_check(r, path: str) -> int:
+    """The one atom count of the record's ``atoms`` block, or a refusal naming where it changes."""
+    b = r.layout.blocks.get("atoms")
+    if b is None or not all(c in b.decl.columns for c in "xyz"):
+        raise RefusalError("the trajectory has no atoms block with x, y, z columns", path=path,
+                           kind="declaration_mismatch")
+    if b.n_updates == 0:
+        raise RefusalError("the atoms block is absent in every frame", path=path, kind="row_count_mismatch")
+    ords = b.ordinals()
+    if int(ords[0]) != 0:
+        raise RefusalError(f"the atoms block is absent at frame 0 (first present at frame {int(ords[0])})",
+                           path=path, kind="row_count_mismatch")
+    counts = b.counts()
+    if b.regular:
+        return int(b.uniform_rows)
+    changed = np.flatnonzero(counts != counts[0])
+    if changed.size:
+        j = int(changed[0])
+        raise RefusalError(f"the atom count changes at frame {int(ords[j])} ({int(counts[0])} -> {int(counts[j])} "
+                           "atoms): an MDAnalysis trajectory holds one atom count", path=path,
+                           kind="row_count_mismatch")
+    return int(counts[0])
+
+
+class MRECReader(ReaderBase):
+    """Reads the trajectory of an mrec record (``*.mrec`` directory or ``*.mrec.zip``)."""
+
+    format = "MREC"
+    units = {"time": "ps", "length": "Angstrom", "velocity": "Angstrom/ps", "force": "kJ/(mol*Angstrom)"}
+    _Timestep = Timestep
+
+    @staticmethod
+    def _format_hint(thing):
+        """A ``*.mrec`` / ``*.mrec.zip`` path (the double extension is claimed here)."""
+        return _hint(thing)
+
+    @store_init_arguments
+    def __init__(self, filename, convert_units=True, **kwargs):
+        super().__init__(filename, convert_units=convert_units, **kwargs)
+        self._setup()
+        cols = self._rec.trajectory.schema.blocks["atoms"].columns
+        self.has_velocities = all(c in cols for c in ("vx", "vy", "vz"))
+        self.has_forces = all(c in cols for c in ("fx", "fy", "fz"))
+        self.ts = self._Timestep(self.n_atoms, velocities=self.has_velocities, forces=self.has_forces,
+                                 reader=self, **self._ts_kwargs)
+        self._frame = -1
+        self._read_frame(0)
+
+    def _setup(self) -> None:
+        self._rec = _open(self.filename)
+        r = self._rec.trajectory
+        if r is None:
+            self._rec.close()
+            raise MrecError("the record has no trajectory", path=str(self.filename))
+        if len(r) == 0:
+            self._rec.close()
+            raise MrecError("the trajectory has no frames", path=str(self.filename))
+        self.n_atoms = _atom_count_check(r, str(self.filename))
+        self._lf, self._tf = record_units(self._rec)
+        self._steps = r.steps
+        self._times = None if r.times is None else r.times * self._tf
+
+    @property
+    def n_frames(self) -> int:
+        return len(self._steps)
+
+    def _get_dt(self):
+        if self._times is None or len(self._times) < 2:
+            raise AttributeError("no times")          # MDAnalysis then uses its default
+        return float(self._times[1] - self._times[0])
+
+    def _read_frame(self, frame):
+        if self._rec is None:
+            raise IOError("the reader is closed")
+        if frame < 0 or frame >= self.n_frames:
+            raise IndexError(f"frame {frame} out of range for {self.n_frames} frames")
+        r = self._rec.trajectory
+        ts = self.ts
+        names = ["x", "y", "z"] + (["vx", "vy", "vz"] if self.has_velocities else []) + \
+            (["fx", "fy", "fz"] if self.has_forces else [])
+        cols = r.read_columns(frame, [("atoms", c) for c in names])
+        lf = self._lf
+        ts.positions = np.stack([cols[("atoms", c)] for c in "xyz"], axis=1) * lf
+        if self.has_velocities:
+            ts.velocities = np.stack([cols[("atoms", c)] for c in ("vx", "vy", "vz")], axis=1) * (lf / self._tf)
+        if self.has_forces:
+            ts.forces = np.stack([cols[("atoms", c)] for c in ("fx", "fy", "fz")], axis=1)
+        box = r.box_at(frame) if r.layout.box.n_updates else None
+        ts.dimensions = None if box is None or not box.defined else box.dimensions * np.array([lf, lf, lf, 1, 1, 1])
+        ts.frame = frame
+        ts.data["step"] = int(self._steps[frame])
+        if self._times is not None:
+            ts.time = float(self._times[frame])
+        self._frame = frame
+        return ts
+
+    def _read_next_timestep(self, ts=None):
+        if self._frame + 1 >= self.n_frames:
+            raise IOError("no more frames")
+        return self._read_frame(self._frame + 1)
+
+    def _reopen(self):
+        self._frame = -1
+
+    def close(self):
+        rec = getattr(self, "_rec", None)
+        if rec is not None:
+            rec.close()
+            self._rec = None
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_rec"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._rec = _open(self.filename)
+
+
+def _residues(res_id, res_name, chain, n: int):
+    """atom -> residue index by runs of equal (res_id, res_name, chain), and the residues' values."""
+    keys = [np.asarray(v) if v is not None else None for v in (res_id, res_name, chain)]
+    change = np.zeros(n, dtype=bool)
+    if n:
+        change[0] = True
+    for k in keys:
+        if k is not None and n > 1:
+            change[1:] |= k[1:] != k[:-1]
+    first = np.flatnonzero(change)
+    resindex = np.cumsum(change) - 1 if n else np.zeros(0, dtype=np.int64)
+    return resindex.astype(np.int64), first
+
+
+class MRECParser(TopologyReaderBase):
+    """The topology of an mrec record: ``system/atoms`` and its bonds / angles / dihedrals
+    (without a system section: the per-atom columns of the trajectory's first frame)."""
+
+    format = "MREC"
+
+    @staticmethod
+    def _format_hint(thing):
+        return _hint(thing)
+
+    def parse(self, **kwargs):
+        with _open(self.filename) as rec:
+            system = rec.system
+            if system is not None and "atoms" in system.blocks:
+                cols = system.blocks["atoms"]
+                n = system.counts["atoms"]
+                rel = {b: system.blocks[b] for b in ("bonds", "angles", "dihedrals") if b in system.blocks}
+            elif rec.trajectory is not None and len(rec.trajectory):
+                f = rec.trajectory[0]
+                cols = f.blocks.get("atoms", {})
+                n = f.counts.get("atoms", 0)
+                rel = {}
+            else:
+                raise MrecError("the record has neither system/atoms nor a trajectory", path=str(self.filename))
+        def strings(name):
+            v = cols.get(name)
+            return None if v is None else np.array([str(s) for s in v], dtype=object)
+        names = strings("name")
+        elements = strings("element")
+        types = strings("type")
+        attrs = [Atomnames(names if names is not None else (elements if elements is not None
+                                                             else np.array(["X"] * n, dtype=object)))]
+        if types is not None:
+            attrs.append(Atomtypes(types))
+        if elements is not None:
+            attrs.append(Elements(elements))
+        ids = cols.get("id")
+        attrs.append(Atomids(np.asarray(ids, dtype=np.int64) if ids is not None else np.arange(1, n + 1)))
+        for name, cls in (("mass", Masses), ("charge", Charges)):
+            if name in cols:
+                attrs.append(cls(np.asarray(cols[name], dtype=np.float64)))
+        chain = strings("chain")
+        if chain is not None:
+            attrs.append(ChainIDs(chain))
+        res_id = cols.get("res_id")
+        res_name = strings("res_name")
+        resindex, first = _residues(res_id, res_name, chain, n)
+        n_res = len(first)
+        resids = np.asarray(res_id, dtype=np.int64)[first] if res_id is not None else np.arange(1, n_res + 1)
+        attrs.append(Resids(resids))
+        attrs.append(Resnums(resids.copy()))
+        if res_name is not None:
+            attrs.append(Resnames(res_name[first]))
+        attrs.append(Segids(np.array(["SYSTEM"], dtype=object)))
+        for block, cls, ends in (("bonds", Bonds, "ij"), ("angles", Angles, "ijk"), ("dihedrals", Dihedrals, "ijkl")):
+            b = rel.get(block)
+            if b is not None and all(f"atom{e}" in b for e in ends):
+                idx = np.stack([np.asarray(b[f"atom{e}"], dtype=np.int64) for e in ends], axis=1)
+                attrs.append(cls([tuple(row) for row in idx.tolist()]))
+        return Topology(n, max(n_res, 1) if n else 0, 1, attrs=attrs, atom_resindex=resindex,
+                        residue_segindex=np.zeros(n_res, dtype=np.int64))
+
+
+class MRECWriter(WriterBase):
+    """Writes frames of an AtomGroup / Universe to a new ``*.mrec`` (or ``*.mrec.zip``, packed on close).
+
+    ``precision`` -- positions' absolute precision in Å (default: exact).  The topology of the
+    written atoms goes to ``system/`` (with bonds / angles / dihedrals when the whole Universe is
+    written); velocities and forces when the timestep has them; steps from ``ts.data["step"]``
+    when they increase (else the frame count), times from ``ts.time`` (ps).
+    """
+
+    format = "MREC"
+    multiframe = True
+    units = {"time": "ps", "length": "Angstrom", "velocity": "Angstrom/ps", "force": "kJ/(mol*Angstrom)"}
+
+    def __init__(self, filename, n_atoms, precision: float | None = None, profile: str = "reference",
+                 compression=None, overwrite: bool = False, **kwargs):
+        self.filename = os.fspath(filename)
+        if not is_mrec_path(self.filename):
+            raise MrecError("an mrec Writer writes <stem>.mrec or <stem>.mrec.zip", path=self.filename)
+        self.n_atoms = n_atoms
+        self.precision, self.profile, self.compression = precision, profile, compression
+        self._live = self.filename[: -len(".zip")] if self.filename.endswith(".zip") else self.filename
+        from .md.convert import _check_out
+        _check_out(self.filename, overwrite)
+        if self._live != self.filename:
+            _check_out(self._live, overwrite)
+        self._w = None
+        self._last_step = None
+        self._count = 0
+
+    def _start(self, ag, ts) -> None:
+        from .md.convert import MDA_UNITS, _schema_atoms, _topology_system, _creator
+        from .record.record import write_record
+        from .record.trajectory_write import TrajectoryWriter
+        u = ag.universe
+        whole = len(ag) == len(u.atoms)
+        skipped: list = []
+        system, _ = _topology_system(u if whole else ag, skipped, relations=whole)
+        system["meta"] = {"units": MDA_UNITS}
+        write_record(self._live, meta=_creator(), system=system)
+        self._vel, self._frc = bool(ts.has_velocities), bool(ts.has_forces)
+        schema = _schema_atoms(len(ag), self.precision, self._vel, self._frc)
+        self._w = TrajectoryWriter.create(self._live, schema, profile=self.profile, compression=self.compression)
+
+    def _write_next_frame(self, obj):
+        from .md.convert import _box_of_dimensions, _xyz_cols
+        ag = obj.atoms
+        ts = ag.universe.trajectory.ts
+        if len(ag) != self.n_atoms:
+            raise MrecError(f"{len(ag)} atoms given, the Writer was made for {self.n_atoms}", path=self.filename)
+        if self._w is None:
+            self._start(ag, ts)
+        cols = _xyz_cols("", ag.positions)
+        if self._vel:
+            cols.update(_xyz_cols("v", ag.velocities))
+        if self._frc:
+            cols.update(_xyz_cols("f", ag.forces))
+        frame: dict = {"blocks": {"atoms": cols}}
+        box = _box_of_dimensions(ts.dimensions)
+        if box is not None:
+            frame["box"] = box
+        step = ts.data.get("step")
+        step = int(step) if step is not None else int(ts.frame)
+        if self._last_step is not None and step <= self._last_step:
+            step = self._last_step + 1
+        self._last_step = step
+        self._w.append(frame, step=step, time=float(ts.time))
+        self._count += 1
+
+    def close(self):
+        w = getattr(self, "_w", None)
+        if w is not None:
+            w.close()
+            self._w = None
+            if self._live != self.filename:
+                from .pack import pack
+                pack(self._live)
+

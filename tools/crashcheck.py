@@ -777,7 +777,7 @@ def run_truncation(seeds: int, ordered: bool, verbose: bool) -> int:
             # marker is durable
             lo, hi = keep, (keep if _upto(durable, cut) == keep else old)
             for seed in [None, "all"] + [cut * 1000 + k for k in range(seeds)]:
-                dest = os.path.join(work, "state")
+                dest = os.path.join(work, "state.mrec")
                 shutil.rmtree(dest, ignore_errors=True)
                 sim.materialise_power(cut, dest, seed=seed, ordered_metadata=ordered)
                 counts["power"] += 1

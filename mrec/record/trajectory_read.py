@@ -766,8 +766,11 @@ class TrajectoryReader:
                 out[(block, col)] = values[col]
         return out
 
-    def column(self, block: str, column: str, frames: slice | None = None) -> np.ndarray:
-        """One ndarray ``[frames, rows, *trailing]`` of a regular block's column."""
+    def column(self, block: str, column: str, frames: slice | None = None, *, threads: int | None = None) -> np.ndarray:
+        """One ndarray ``[frames, rows, *trailing]`` of a regular block's column.
+
+        Its inner chunks are decoded on ``threads`` threads (default ``MREC_THREADS``, else the
+        machine's cores; 1 = serial): the same values and errors."""
         if block not in self.layout.blocks:
             raise KeyError(f"block {block!r} is not declared")
         b = self.layout.blocks[block]
@@ -785,7 +788,7 @@ class TrajectoryReader:
         arr = b.columns[column]
         if b.regular and idx.step == 1 and len(idx) and idx[-1] < b.n_updates:
             n = b.uniform_rows
-            data = arr.read(slice(idx[0] * n, (idx[-1] + 1) * n))
+            data = arr.read(slice(idx[0] * n, (idx[-1] + 1) * n), threads=threads)
             return data.reshape(len(idx), n, *data.shape[1:])
         ups = [b.update_at(i) for i in idx]
         uniq = sorted(set(ups))
@@ -793,7 +796,7 @@ class TrajectoryReader:
             return np.zeros((0, 0, *arr.shape[1:]), dtype=arr.dtype)
         lo, _ = b.rows_of(uniq[0])
         _, hi = b.rows_of(uniq[-1])
-        data = arr.read(slice(lo, hi))
+        data = arr.read(slice(lo, hi), threads=threads)
         parts = []
         for j in ups:
             a, z = b.rows_of(j)

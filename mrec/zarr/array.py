@@ -21,7 +21,7 @@ from .codecs.base import ChunkSpec
 from . import shardscan
 from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
-from .parallel import encode_all
+from .parallel import decode_all, encode_all
 
 
 _EMPTY = int(EMPTY)
@@ -100,6 +100,7 @@ class Array:
         self._keys_encoding = None
         self._fast_geo: tuple | None = None          # see _fast_geometry
         self._fast_dec: tuple | None = None          # see _decoder
+        self._fast_into: tuple | None = None         # see _decoder_into
         self._ahead: tuple | None = None             # see _raw_ahead
         self._last_read: tuple | None = None         # (shard key, inner row) of the last chunk fetched
         self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
@@ -198,8 +199,12 @@ class Array:
         return self.meta.codecs.sharding
 
     # -- read ------------------------------------------------------------------
-    def read(self, rows: slice | None = None) -> np.ndarray:
-        """The whole array, or a leading-axis range ``rows`` (step allowed)."""
+    def read(self, rows: slice | None = None, *, threads: int | None = None) -> np.ndarray:
+        """The whole array, or a leading-axis range ``rows`` (step allowed).
+
+        A read of many whole inner chunks of a sharded array decodes them on ``threads`` threads
+        (default ``MREC_THREADS``, else the machine's cores; 1 = serial): the same values and the
+        same errors as the serial read."""
         if rows is not None and rows.step is None:
             # the usual call (a frame's rows): straight to the one inner chunk holding them
             start, stop = rows.start, rows.stop
@@ -223,10 +228,10 @@ class Array:
             lo, hi = (start, stop) if step > 0 else (stop + 1, start + 1)
             if hi <= lo:
                 return np.full((0, *m.shape[1:]), m.fill_value, dtype=m.data_type.numpy)
-            base = self.read(slice(lo, hi))
+            base = self.read(slice(lo, hi), threads=threads)
             return base[(start - lo)::step] if step > 0 else base[(start - lo)::step]
         stop = max(stop, start)
-        return self._read_range(start, stop)
+        return self._read_range(start, stop, threads)
 
     def __getitem__(self, item):
         if isinstance(item, slice):
@@ -241,7 +246,7 @@ class Array:
             return self.read()
         raise TypeError("arrays index by an int or a slice of the leading axis")
 
-    def _read_range(self, start: int, stop: int) -> np.ndarray:
+    def _read_range(self, start: int, stop: int, threads: int | None = None) -> np.ndarray:
         m = self.meta
         cs = m.chunk_shape
         if start < stop:
@@ -261,7 +266,7 @@ class Array:
             r_lo, r_hi = max(start, lo0) - lo0, min(stop, lo0 + cs[0]) - lo0
             for ct in _cells(trailing_grid):
                 coords = (c0, *ct)
-                block = self._read_chunk_rows(coords, r_lo, r_hi)
+                block = self._read_chunk_rows(coords, r_lo, r_hi, threads)
                 if out is None:
                     if whole and block is not None and block.shape == want and block.dtype == dtype:
                         # the one copy (a frame of a frame-aligned column); a block the shard read
@@ -305,6 +310,15 @@ class Array:
         got = self._fast_dec
         if got is None or got[0] is not sh or got[1] is not m.data_type:
             got = self._fast_dec = (sh, m.data_type, sh.codecs.decoder(
+                ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, "")))
+        return got[2]
+
+    def _decoder_into(self):
+        """The resolved in-place decoder of this array's inner chunks (CodecPipeline.decoder_into), or None."""
+        sh, m = self.sharding, self.meta
+        got = self._fast_into
+        if got is None or got[0] is not sh or got[1] is not m.data_type:
+            got = self._fast_into = (sh, m.data_type, sh.codecs.decoder_into(
                 ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, "")))
         return got[2]
 
@@ -373,10 +387,10 @@ class Array:
                 return 0
         return max(n, 0) * ibytes
 
-    def _read_chunk_rows(self, coords, r_lo: int, r_hi: int) -> np.ndarray | None:
+    def _read_chunk_rows(self, coords, r_lo: int, r_hi: int, threads: int | None = None) -> np.ndarray | None:
         key = self.chunk_key(coords)
         if self.sharding is not None:
-            return self._read_shard_rows(key, r_lo, r_hi)
+            return self._read_shard_rows(key, r_lo, r_hi, threads)
         raw = self.store.get(key)
         if raw is None:
             return None
@@ -606,7 +620,48 @@ class Array:
             self._chunk_cache = (ck, chunk, b, direct)
         return chunk
 
-    def _read_shard_rows(self, key: str, r_lo: int, r_hi: int) -> np.ndarray | None:
+    def _decode_whole(self, key: str, index: ShardIndex, raws: dict, out: np.ndarray, r_lo: int,
+                      first: int, last: int, where: str, threads: int | None) -> set:
+        """Decode the prefetched whole inner chunks of rows [first, last) (inner-chunk rows of a shard
+        whose inner chunks span every trailing axis) straight into their rows of ``out``, on the
+        pool (:func:`decode_all`); returns the coords done.  Only the plain case is done here: the
+        bytes fetched in full, decoded in place and verified as :meth:`_inner_chunk` verifies them.
+        Anything else (a failing decode or check, a short read, a decode that cannot go in place)
+        is left to the serial loop, which decodes it again through the labelled path and raises
+        exactly the error a serial read raises, at the same chunk."""
+        sh, m = self.sharding, self.meta
+        ir = sh.chunk_shape[0]
+        tail = (0,) * (m.ndim - 1)
+        jobs = []
+        for i0 in range(first, last):
+            lo0 = i0 * ir
+            if lo0 < r_lo or lo0 + ir > r_lo + len(out):
+                continue
+            coord = (i0, *tail)
+            raw = raws.get(coord)
+            if raw is None or raw is False or len(raw) != int(index.nbytes[coord]):
+                continue
+            jobs.append((coord, raw, out[lo0 - r_lo:lo0 - r_lo + ir]))
+        if len(jobs) < 2:
+            return set()
+        into = self._decoder_into()
+        if into is None:
+            return set()
+        fill = m.fill_value
+
+        def decode(job) -> bool:
+            coord, raw, dest = job
+            try:
+                return into(raw, dest) and shardscan.trusted(index, coord, dest, ir, fill)
+            except Exception:          # noqa: BLE001 - the serial loop decodes it again and reports
+                return False
+        ok = decode_all(decode, jobs, len(jobs) * out[:ir].nbytes, threads)
+        done = {job[0] for job, good in zip(jobs, ok) if good}
+        for coord in done:
+            raws.pop(coord, None)
+        return done
+
+    def _read_shard_rows(self, key: str, r_lo: int, r_hi: int, threads: int | None = None) -> np.ndarray | None:
         sh = self.sharding
         index = self.shard_index(key)
         if index is None:
@@ -625,11 +680,15 @@ class Array:
             raws = self._prefetch(key, index, [(i0, *it) for i0 in range(first, last) for it in _cells(grid[1:])])
             # every cell of the shard's grid below is written: a chunk, or the fill (as np.full would)
             out = np.empty((r_hi - r_lo, *shard_shape[1:]), dtype=m.data_type.numpy)
+        done = self._decode_whole(key, index, raws, out, r_lo, first, last, where, threads) \
+            if single and raws and out is not None else ()
         for i0 in range(first, last):
             lo0 = i0 * ics[0]
             a, b = max(r_lo, lo0) - lo0, min(r_hi, lo0 + ics[0]) - lo0
             for it in _cells(grid[1:]):
                 coord = (i0, *it)
+                if coord in done:
+                    continue
                 if index.is_empty(coord):
                     if key in self.unverified_indexes:
                         why = self._rebuild_reason.get(key, "its shard index failed verification")

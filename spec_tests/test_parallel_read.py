@@ -133,3 +133,118 @@ def test_a_column_read_uses_the_pool(tmp_path, monkeypatch):
     arr = Array.open(store, "x", appended=True)
     assert np.array_equal(arr.read(threads=2), data)
     assert seen and all(k == 2 for k in seen)
+
+
+# -- batch reads of many frames (iteration, slices) --------------------------------------------
+
+from test_fast_paths import _rich_trajectory, _same_frame  # noqa: E402  (spec_tests is on sys.path)
+
+
+def _frames_of(r, how):
+    """The frames (or the error after them) of reader ``r``: by ``r[i]`` one at a time, by iteration,
+    or by a slice (all or nothing)."""
+    out = []
+    try:
+        if how == "each":
+            for i in range(len(r)):
+                out.append(r[i])
+        elif how == "iter":
+            for f in r:
+                out.append(f)
+        else:
+            out.extend(r[how])
+    except MrecError as exc:
+        return out, (type(exc).__name__, str(exc))
+    return out, None
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch_bytes=st.integers(1, 20000), threads=st.sampled_from(["1", "2", "4"]),
+       lo=st.integers(0, 30), span=st.integers(0, 30))
+def test_batched_frames_are_the_frames_read_one_by_one(tmp_path_factory, monkeypatch, batch_bytes, threads, lo, span):
+    import mrec
+    from mrec.record import trajectory_read as tr
+    path = tmp_path_factory.mktemp("bf") / "r.mrec"
+    _rich_trajectory(path, n_frames=23, atoms=17)
+    monkeypatch.setattr(tr, "BATCH_READ_BYTES", batch_bytes)
+    monkeypatch.setenv("MREC_THREADS", threads)
+    one = mrec.TrajectoryReader(path)
+    each, err = _frames_of(one, "each")
+    assert err is None and len(each) == 23
+    for how in ("iter", slice(lo, lo + span), slice(lo, None)):
+        got, err = _frames_of(mrec.TrajectoryReader(path), how)
+        assert err is None
+        want = each if how == "iter" else each[how]
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            _same_frame(a, b)
+            assert a.box == b.box if a.box is None or b.box is None else \
+                np.array_equal(a.box.vectors, b.box.vectors)
+            assert {k: list(v) for k, v in a.masks.items()} == {k: list(v) for k, v in b.masks.items()}
+
+
+def test_batched_frames_of_untrusted_layouts_go_through_the_validating_constructor(tmp_path):
+    import mrec
+    path = tmp_path / "r.mrec"
+    _rich_trajectory(path, n_frames=11, atoms=5)
+    plain = mrec.TrajectoryReader(path)
+    plain._trusted = False
+    ref = mrec.TrajectoryReader(path)
+    for a, b in zip(list(plain), [ref[i] for i in range(len(ref))]):
+        _same_frame(a, b)
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_batched_frames_refuse_at_the_frame_one_by_one_refuses(tmp_path, monkeypatch, damage):
+    """A damaged chunk in the middle: iteration yields the frames before it, then raises the error
+    r[i] raises there; a slice raises that error."""
+    import glob
+    import mrec
+    from mrec.record import trajectory_read as tr
+    path = tmp_path / "r.mrec"
+    _rich_trajectory(path, n_frames=30, atoms=400)
+    shard = sorted(glob.glob(str(path / "trajectory" / "atoms" / "y" / "c" / "*")))[0]
+    r = mrec.TrajectoryReader(path)
+    arr = r.layout.blocks["atoms"].columns["y"]
+    index = arr.shard_index(arr.chunk_key((0,)))
+    live = [c for c in range(index.offsets.shape[0]) if not index.is_empty((c,))]
+    assert len(live) >= 3
+    mid = live[len(live) // 2]
+    off, n = int(index.offsets[(mid,)]), int(index.nbytes[(mid,)])
+    raw = bytearray(open(shard, "rb").read())
+    if damage == "flip":
+        raw[off + n // 2] ^= 0x40
+    else:
+        del raw[off + n // 2:]
+    open(shard, "wb").write(raw)
+    monkeypatch.setattr(tr, "BATCH_READ_BYTES", 1 << 30)     # one batch holding the damage
+    each, err_each = _frames_of(mrec.TrajectoryReader(path), "each")
+    assert err_each is None or len(each) < 30
+    got, err = _frames_of(mrec.TrajectoryReader(path), "iter")
+    # one by one raises at the first damaged frame; iterating gives those frames and that error
+    first_bad = None
+    for i in range(30):
+        try:
+            mrec.TrajectoryReader(path)[i]
+        except MrecError as exc:
+            first_bad = (i, (type(exc).__name__, str(exc)))
+            break
+    assert first_bad is not None and first_bad[0] > 0
+    assert len(got) == first_bad[0] and err == first_bad[1]
+    for a, b in zip(got, [mrec.TrajectoryReader(path)[i] for i in range(first_bad[0])]):
+        _same_frame(a, b)
+    sl, err_sl = _frames_of(mrec.TrajectoryReader(path), slice(0, 30))
+    assert sl == [] and err_sl == first_bad[1]
+
+
+def test_column_threads_give_the_serial_column(tmp_path, monkeypatch):
+    import mrec
+    path = tmp_path / "r.mrec"
+    _rich_trajectory(path, n_frames=40, atoms=30)
+    r = mrec.TrajectoryReader(path)
+    for c in ("x", "q", "id"):
+        one = r.column("atoms", c, threads=1)
+        for t in (2, 3):
+            got = mrec.TrajectoryReader(path).column("atoms", c, threads=t)
+            assert got.dtype == one.dtype and got.tobytes() == one.tobytes()
+        assert mrec.TrajectoryReader(path).column("atoms", c, slice(3, 31), threads=2).tobytes() == one[3:31].tobytes()

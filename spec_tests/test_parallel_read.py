@@ -25,18 +25,27 @@ INNER = [{"name": "bytes", "configuration": {"endian": "little"}},
          {"name": "crc32c"}]
 
 
-def _sharded(inner, trailing=()):
+VARIANTS = {
+    "shuffle": INNER,
+    "zstd": [INNER[0], INNER[2], INNER[3]],
+    "crc only": [INNER[0], INNER[3]],
+    "big endian": [{"name": "bytes", "configuration": {"endian": "big"}}, INNER[2], INNER[3]],
+    "gzip+shuffle": [INNER[0], INNER[1], {"name": "gzip", "configuration": {"level": 1}}, INNER[3]],
+}
+
+
+def _sharded(inner, trailing=(), codecs=INNER):
     return CodecPipeline.from_json([{"name": "sharding_indexed", "configuration": {
-        "chunk_shape": [inner, *trailing], "codecs": INNER,
+        "chunk_shape": [inner, *trailing], "codecs": codecs,
         "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
         "index_location": "start"}}], "x")
 
 
-def _appended(path, data, inner, per_shard, landing):
+def _appended(path, data, inner, per_shard, landing, codecs=INNER):
     store = DirectoryStore(str(path))
     trailing = data.shape[1:]
     arr = Array.create(store, "x", ArrayMetadata.create((0, *trailing), DATA_TYPES["float64"],
-                                                        (inner * per_shard, *trailing), _sharded(inner, trailing)))
+                                                        (inner * per_shard, *trailing), _sharded(inner, trailing, codecs)))
     ap = ShardedAppender(arr)
     for lo in range(0, len(data), landing):
         ap.append(data[lo:lo + landing])
@@ -61,16 +70,17 @@ def _always_parallel(monkeypatch):
     monkeypatch.setattr(parallel, "MIN_PARALLEL_DECODE", 0)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(inner=st.integers(1, 9), per_shard=st.integers(1, 6), n=st.integers(0, 120),
        width=st.sampled_from([(), (1,), (3,), (2, 2)]), landing=st.integers(1, 50),
-       lo=st.integers(0, 130), span=st.integers(0, 130), threads=st.integers(2, 5))
+       lo=st.integers(0, 130), span=st.integers(0, 130), threads=st.integers(2, 5),
+       codecs=st.sampled_from(sorted(VARIANTS)))
 def test_parallel_read_is_the_serial_read_over_chunkings(tmp_path_factory, inner, per_shard, n, width, landing,
-                                                         lo, span, threads):
+                                                         lo, span, threads, codecs):
     path = tmp_path_factory.mktemp("pr")
     rng = np.random.default_rng(n)
     data = np.round(rng.normal(size=(n, *width)), 3)
-    store = _appended(path, data, inner, per_shard, landing)
+    store = _appended(path, data, inner, per_shard, landing, VARIANTS[codecs])
     for rows in (None, slice(lo, lo + span), slice(lo, None, 3)):
         want = data[rows] if rows is not None else data
         got = _outcome(store, rows, threads)
@@ -84,11 +94,12 @@ def _chunk_span(store, coord):
     return int(index.offsets[coord]), int(index.nbytes[coord])
 
 
+@pytest.mark.parametrize("codecs", ["shuffle", "zstd"])
 @pytest.mark.parametrize("damage", ["flip", "truncate", "index", "swap"])
 @pytest.mark.parametrize("threads", [2, 3, 8])
-def test_parallel_read_refuses_as_the_serial_read(tmp_path, damage, threads):
+def test_parallel_read_refuses_as_the_serial_read(tmp_path, damage, threads, codecs):
     data = np.round(np.random.default_rng(1).normal(size=(96,)), 3)
-    store = _appended(tmp_path, data, 8, 12, 8)
+    store = _appended(tmp_path, data, 8, 12, 8, VARIANTS[codecs])
     shard = os.path.join(str(tmp_path), "x", "c", "0")
     off, n = _chunk_span(store, (5,))
     raw = bytearray(open(shard, "rb").read())
@@ -248,3 +259,15 @@ def test_column_threads_give_the_serial_column(tmp_path, monkeypatch):
             got = mrec.TrajectoryReader(path).column("atoms", c, threads=t)
             assert got.dtype == one.dtype and got.tobytes() == one.tobytes()
         assert mrec.TrajectoryReader(path).column("atoms", c, slice(3, 31), threads=2).tobytes() == one[3:31].tobytes()
+
+
+@pytest.mark.parametrize("codecs, in_place", [("shuffle", True), ("zstd", True), ("crc only", True),
+                                              ("gzip+shuffle", True), ("big endian", False)])
+def test_which_pipelines_decode_in_place(tmp_path, codecs, in_place):
+    """The pool's path covers the trajectory's codecs (with and without shuffle); a big-endian column
+    takes the serial path (and still reads right: the hypothesis test above)."""
+    data = np.arange(40.0)
+    store = _appended(tmp_path, data, 8, 5, 8, VARIANTS[codecs])
+    arr = Array.open(store, "x", appended=True)
+    assert (arr._decoder_into() is not None) == in_place
+    assert arr.read(threads=2).tobytes() == data.tobytes()

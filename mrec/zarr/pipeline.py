@@ -207,14 +207,24 @@ class CodecPipeline:
         pipeline cannot decode in place (see :meth:`decode_into`)."""
         plan = self._into_plan
         dt = spec.dtype.numpy
-        if plan is None or dt.kind not in "fiuc" or self.array_bytes.endian is None \
+        if plan is None:
+            # no shuffle last: the bytes codec reads the decoded bytes as they are, so they are copied
+            views = self._view_decoders
+            if views is None or self.array_array or not self.bytes_bytes \
+                    or (self.bytes_bytes[0].__class__ is ShuffleCodec and self.bytes_bytes[0].elementsize > 1):
+                return None
+            plan = (views, 1)
+        if dt.kind not in "fiuc" or (self.array_bytes.endian is None and dt.itemsize > 1) \
                 or self.array_bytes._disk_dtype(spec) != dt:
             return None
         pre, n = plan
         spec = self._bounded(spec)
         nbytes = dt.itemsize * math.prod(spec.shape)
         from .codecs.shuffle import _doUnshuffle
-        if _doUnshuffle is not None:
+        if n == 1:
+            def unshuffle(data, out):
+                out[...] = np.frombuffer(data, dtype=np.uint8)
+        elif _doUnshuffle is not None:
             def unshuffle(data, out):
                 _doUnshuffle(np.frombuffer(data, dtype=np.uint8), out, n)
         else:                                               # pragma: no cover - older numcodecs

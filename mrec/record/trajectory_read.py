@@ -832,6 +832,8 @@ class TrajectoryReader:
         if not metas and not has_box and all(ups is None and not bm for _n, _b, ups, _v, bm, _lo in per_block):
             cols = [(name, list(values), list(zip(*values.values())) if values else [()] * nf)
                     for name, _b, _u, values, _m, _lo in per_block]
+            if self._frames_trusted():
+                make = Frame._trusted              # what _make_frame calls for these parts
             return [make({name: dict(zip(keys, rows[k])) for name, keys, rows in cols}, None, {}, {}, {})
                     for k in range(nf)]
         out = []

@@ -304,23 +304,23 @@ class Array:
         self._fast_geo = (m, geo)
         return geo
 
+    def _resolved(self, slot: str, make: str):
+        """``sh.codecs.<make>(spec)`` of this array's inner chunks, kept in ``self.<slot>`` while
+        the sharding codec and the data type are the same objects."""
+        sh, m = self.sharding, self.meta
+        got = getattr(self, slot)
+        if got is None or got[0] is not sh or got[1] is not m.data_type:
+            got = (sh, m.data_type, getattr(sh.codecs, make)(ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, "")))
+            setattr(self, slot, got)
+        return got[2]
+
     def _decoder(self):
         """The resolved decoder of this array's inner chunks (CodecPipeline.decoder), or None."""
-        sh, m = self.sharding, self.meta
-        got = self._fast_dec
-        if got is None or got[0] is not sh or got[1] is not m.data_type:
-            got = self._fast_dec = (sh, m.data_type, sh.codecs.decoder(
-                ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, "")))
-        return got[2]
+        return self._resolved("_fast_dec", "decoder")
 
     def _decoder_into(self):
         """The resolved in-place decoder of this array's inner chunks (CodecPipeline.decoder_into), or None."""
-        sh, m = self.sharding, self.meta
-        got = self._fast_into
-        if got is None or got[0] is not sh or got[1] is not m.data_type:
-            got = self._fast_into = (sh, m.data_type, sh.codecs.decoder_into(
-                ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, "")))
-        return got[2]
+        return self._resolved("_fast_into", "decoder_into")
 
     def _one_chunk_range(self, start: int, stop: int) -> np.ndarray | None:
         """Rows [start, stop) copied out of the one inner chunk holding them, or None (general path).

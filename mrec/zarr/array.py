@@ -756,7 +756,14 @@ class ShardedAppender:
     commit protocol); :attr:`array.meta` carries the new shape.
     """
 
-    def __init__(self, array: Array, rows: int | None = None):
+    #: encodes submitted ahead and not yet landed hold at most this many input bytes (then append waits)
+    AHEAD_BYTES = 64 << 20
+    #: inner chunks smaller than this are encoded at the landing even with ``ahead=True``: a hand-off
+    #: per small chunk cost more than the second core gave (3000-atom frames: append blocked 1.8-2x
+    #: longer; 50k-atom frames: 0.90-0.98x, docs/performance.md "Issue 16")
+    AHEAD_MIN_BYTES = 96 * 1024
+
+    def __init__(self, array: Array, rows: int | None = None, *, ahead: bool = False):
         sh = array.sharding
         m = array.meta
         if sh is None:
@@ -787,6 +794,17 @@ class ShardedAppender:
             self.tail = array.read(slice(self.rows - part, self.rows))
         self.bytes_written = 0
         self._fast: tuple | None = None
+        # encode ahead (``ahead=True`` and more than one thread): every complete inner chunk of the
+        # buffered rows is handed to the pool as soon as append() completes it; land() writes the
+        # bytes it encoded (the same bytes, in the same order: only the time of the encode moves)
+        self._ahead_on = ahead
+        self._futures: dict[int, object] = {}        # inner chunk number (global) -> Future of its bytes
+        self._inflight = 0                           # input bytes of the futures not yet landed
+        self._carry: list[np.ndarray] = []           # buffered rows not yet in a submitted chunk
+        self._carry_rows = 0
+        self._carry_start = 0                        # global row where the carry begins (inner-chunk aligned)
+        self.ahead_error: BaseException | None = None   # the first encode that failed on a worker
+        self._reset_carry()
 
     def _encoder(self, where: str):
         """The pipeline's resolved encoder of this array's inner chunks (or None), made once."""
@@ -807,6 +825,63 @@ class ShardedAppender:
         if len(arr):
             self.pending.append(arr)
             self.pending_rows += len(arr)
+            if self._ahead_on:
+                self._encode_ahead(arr)
+
+    # -- encode ahead -------------------------------------------------------------------------
+    def _ahead_encoder(self):
+        """The resolved encoder when encoding ahead applies (one inner chunk spans every trailing
+        axis, the pipeline resolves, more than one thread), else None."""
+        from .parallel import threads
+        m, sh = self.array.meta, self.sharding
+        if threads() < 2 or tuple(sh.chunk_shape[1:]) != tuple(m.shape[1:]) or any(g != 1 for g in self.grid[1:]) \
+                or math.prod(sh.chunk_shape) * m.data_type.numpy.itemsize < self.AHEAD_MIN_BYTES:
+            return None
+        return self._encoder(self.array.store.describe(self.array.chunk_key((0,) * m.ndim)))
+
+    def _note_error(self, fut) -> None:
+        """(On the worker, when an encode ends.)  Keep the first failure for the owner to see at its
+        next call; land() raises it too, before writing anything of that landing."""
+        if not fut.cancelled() and fut.exception() is not None and self.ahead_error is None:
+            self.ahead_error = fut.exception()
+
+    def _reset_carry(self) -> None:
+        """After a landing (or at the start): the carry is the partial tail chunk, if any."""
+        self._futures.clear()
+        self._inflight = 0
+        self._carry = [self.tail] if self.tail is not None else []
+        self._carry_rows = len(self.tail) if self.tail is not None else 0
+        self._carry_start = self.rows - self._carry_rows
+
+    def _encode_ahead(self, arr: np.ndarray) -> None:
+        self._carry.append(arr)
+        self._carry_rows += len(arr)
+        ir = self.inner_rows
+        if self._carry_rows < ir:
+            return
+        fast = self._ahead_encoder()
+        if fast is None:
+            self._ahead_on = False              # this array encodes at the landing, as ever
+            self._carry, self._carry_rows = [], 0
+            return
+        from .parallel import submit
+        data = np.concatenate(self._carry, axis=0) if len(self._carry) > 1 else self._carry[0]
+        n_full = len(data) // ir
+        for k in range(n_full):
+            rows = data[k * ir:(k + 1) * ir]
+            c = (self._carry_start // ir) + k
+            if self._inflight > self.AHEAD_BYTES:
+                # a bounded queue: wait for what is in flight (an error is raised by land(), in order)
+                from concurrent.futures import wait
+                wait(list(self._futures.values()))
+                self._inflight = 0
+            fut = self._futures[c] = submit(fast, rows)
+            fut.add_done_callback(self._note_error)
+            self._inflight += rows.nbytes
+        rest = data[n_full * ir:]
+        self._carry = [rest] if len(rest) else []
+        self._carry_rows = len(rest)
+        self._carry_start += n_full * ir
 
     def _load_shard(self, s: int, key: str, fresh: bool) -> tuple[ShardIndex, int]:
         if s in self.indexes:
@@ -869,7 +944,25 @@ class ShardedAppender:
                     items.append(((i0, *it), sub))
 
             fast = self._encoder(where)
-            if fast is not None:
+            futures = self._futures
+            if futures and whole_rows:
+                # chunks encoded ahead: their bytes (or the error their encode raised), the rest here
+                ahead = [futures.get(s_lo // ir + item[0][0]) if len(item[1]) == ir else None for item in items]
+                rest = [item for item, f in zip(items, ahead) if f is None]
+                if fast is not None:
+                    done = encode_all(lambda item, fast=fast: fast(item[1]), rest, sum(x[1].nbytes for x in rest))
+                else:
+                    done = [sh.codecs.encode(item[1], ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value,
+                                                                f"{where} inner chunk {list(item[0])}")) for item in rest]
+                it = iter(done)
+                blobs = [f.result() if f is not None else next(it) for f in ahead]
+                fast = None
+                items_encoded = True
+            else:
+                items_encoded = False
+            if items_encoded:
+                pass
+            elif fast is not None:
                 def encode(item, fast=fast):
                     return fast(item[1])
             else:
@@ -877,7 +970,8 @@ class ShardedAppender:
                     return sh.codecs.encode(item[1], ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value,
                                                                f"{where} inner chunk {list(item[0])}"))
 
-            blobs = encode_all(encode, items, sum(x[1].nbytes for x in items))
+            if not items_encoded:
+                blobs = encode_all(encode, items, sum(x[1].nbytes for x in items))
             for (coord, _sub), blob in zip(items, blobs):
                 index.offsets[coord] = pos
                 index.nbytes[coord] = len(blob)
@@ -904,4 +998,6 @@ class ShardedAppender:
         self.rows = end_row
         self.pending, self.pending_rows = [], 0
         self.array.meta = m.with_shape((end_row, *m.shape[1:]))
+        if self._ahead_on:
+            self._reset_carry()
         return touched

@@ -15,7 +15,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence, TypeVar
 
-__all__ = ["call_all", "decode_all", "encode_all", "read_threads", "threads"]
+__all__ = ["call_all", "decode_all", "encode_all", "read_threads", "submit", "threads"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -94,6 +94,11 @@ def decode_all(fn: Callable[[T], R], items: Sequence[T], nbytes: int, n: int | N
     parts = [items[cut[i]:cut[i + 1]] for i in range(n)]
     done = call_all([lambda part=part: [fn(x) for x in part] for part in parts])
     return [r for part in done for r in part]
+
+
+def submit(fn: Callable[..., R], *args):
+    """``fn(*args)`` on the pool: a Future (an appender's encode ahead of its landing)."""
+    return _executor().submit(fn, *args)
 
 
 def read_threads() -> int:

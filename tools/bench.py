@@ -17,6 +17,7 @@ issue's targets, met or not):
     open                                                           open time at 10, 10^3, 10^5 frames
     memory                                                         writer peak memory against nstep
     profile                                                        cProfile of the small-frame writer
+    issue16                                                        issue 16's targets, each next to its baseline
     all
 
     .venv/bin/python tools/bench.py [--quick] all
@@ -443,13 +444,15 @@ def throughput(wl: Workload, args, work: Path) -> None:
         t_cw_sub = min(t_cw_sub, ceil_sub.write())
         t_wf = min(t_wf, mrec_write(sub, work / "flush.mrec", wl.p, flush_each=True))
         t_cr = min(t_cr, ceil.read())
-        a, b = mrec_read_seq(path)
+        with threads_env(1):                          # the rows say MREC_THREADS=1: issue16 times the pool
+            a, b = mrec_read_seq(path)
         t_seq, t_col = min(t_seq, a), min(t_col, b)
     shutil.rmtree(work / "flush.mrec", ignore_errors=True)
     shutil.rmtree(work / "extend.mrec", ignore_errors=True)
     rng = np.random.default_rng(1)
     idx = rng.integers(0, wl.frames, size=args.random)
-    lat, one = mrec_random(path, idx, ceil)
+    with threads_env(1):
+        lat, one = mrec_random(path, idx, ceil)
     w_ceil, r_ceil = wl.mb / t_cw, wl.mb / t_cr
     w_mrec, w_flush = wl.mb / t_w, sub.mb / t_wf
     w_ext = wl.mb / t_e
@@ -780,6 +783,254 @@ def targets() -> None:
         line("  the same, mrec's own time (frame dicts excluded)", f"{b:.0%} outside codecs", b < 0.5, "")
 
 
+# -- issue 16: the writer pipelined, reads on every core, batch reads --------------------------------
+
+def _best(fn, n: int) -> float:
+    return min(fn() for _ in range(n))
+
+
+def append_blocking(wl: Workload, path: Path, p, threads: int) -> tuple[float, float]:
+    """(seconds inside append() calls, seconds of the whole write incl. create and close); with
+    ``threads`` >= 2 the writer encodes inner chunks ahead on the pool."""
+    if path.exists():
+        shutil.rmtree(path)
+    gc.collect()
+    frames = [wl.frame(f) for f in range(wl.frames)]
+    with threads_env(threads):
+        t0 = time.perf_counter()
+        w = mrec.TrajectoryWriter.create(path, schema(wl.atoms, p), durable=False)
+        inside = 0.0
+        for f in frames:
+            a = time.perf_counter()
+            w.append(f)
+            inside += time.perf_counter() - a
+        w.close()
+        return inside, time.perf_counter() - t0
+
+
+def _blobs(arr: Array) -> list[bytes]:
+    """The encoded inner chunks of a sharded array, in order (what the read ceiling decodes)."""
+    out = []
+    for s in range(-(-arr.shape[0] // arr.meta.chunk_shape[0])):
+        key = arr.chunk_key((s,) + (0,) * (arr.meta.ndim - 1))
+        index = arr.shard_index(key)
+        data = arr.store.get(key)
+        for off, n in zip(index.offsets.reshape(-1), index.nbytes.reshape(-1)):
+            if int(n) != int(EMPTY):
+                out.append(data[int(off):int(off) + int(n)])
+    return out
+
+
+def _ceiling_read(blobs, shuffle: bool, nbytes: int) -> float:
+    dctx, sh = zstandard.ZstdDecompressor(), Shuffle(elementsize=8)
+    t0 = time.perf_counter()
+    for b in blobs:
+        body = memoryview(b)[:-4]
+        if _crc.crc32c(body) != int.from_bytes(b[-4:], "little"):
+            raise ValueError("crc")
+        d = dctx.decompress(body, max_output_size=nbytes)
+        np.frombuffer(sh.decode(d) if shuffle else d, dtype="<f8")
+    return time.perf_counter() - t0
+
+
+def _plain_copy(src: Path, dst: Path, col: str) -> None:
+    """Column ``col`` of the record at ``src`` appended (ShardedAppender) into ``dst`` with its shards and
+    inner chunks but no shuffle."""
+    import json
+    from mrec.zarr.array import ShardedAppender
+    from mrec.zarr.metadata import ArrayMetadata
+    a = Array.open(DirectoryStore(str(src)), col)
+    doc = json.loads(a.metadata_json())
+    cfg = doc["codecs"][0]["configuration"]
+    cfg["codecs"] = [c for c in cfg["codecs"] if c["name"] != "numcodecs.shuffle"]
+    doc["shape"] = [0, *doc["shape"][1:]]
+    store = DirectoryStore(str(dst))
+    b = Array.create(store, col, ArrayMetadata.from_json(doc, col))
+    ap = ShardedAppender(b)
+    data = a.read()
+    step = 50 * a.sharding.chunk_shape[0]
+    for lo in range(0, len(data), step):
+        ap.append(data[lo:lo + step])
+        ap.land()
+    b.write_metadata()
+
+
+def issue16(work: Path, quick: bool) -> None:
+    R: dict[str, tuple] = {}
+    ncpu = os.cpu_count() or 1
+    reps = 2 if quick else 3
+    print(f"\n== issue 16: reads on every core ({ncpu} cpus), batch reads, the writer's blocking time; "
+          f"best of {reps}")
+    # -- the writer: 3000-atom frames
+    wl = synthetic(3000, 200, "synthetic")       # >= 3 automatic flushes, so append's blocking time holds them
+    ceil = Ceiling(wl, wl.p)
+    t_cw = _best(ceil.write, reps)
+    K = mrec.TrajectoryWriter.create(work / "k.mrec", schema(wl.atoms, wl.p), durable=False)
+    flush_every = K.flush_every
+    K.close()
+    with threads_env(1):
+        t_app1 = _best(lambda: mrec_write(wl, work / "w.mrec", wl.p), reps)
+        t_ext1 = _best(lambda: mrec_write(wl, work / "w.mrec", wl.p, batch=flush_every), reps)
+    t_ext2 = _best(lambda: mrec_write(wl, work / "w.mrec", wl.p, batch=flush_every, threads=ncpu), reps)
+    blocking = min((append_blocking(wl, work / "w.mrec", wl.p, ncpu) for _ in range(reps)), key=lambda x: x[0])
+    blocking1 = min((append_blocking(wl, work / "w.mrec", wl.p, 1) for _ in range(reps)), key=lambda x: x[0])
+    w_ceil = wl.mb / t_cw
+    print(f"  writer, {wl.desc}")
+    row("write ceiling, one thread", w_ceil)
+    row("append, MREC_THREADS=1", wl.mb / t_app1, ("of ceiling", t_cw / t_app1))
+    row("extend, MREC_THREADS=1", wl.mb / t_ext1, ("of ceiling", t_cw / t_ext1))
+    row(f"extend, MREC_THREADS={ncpu}", wl.mb / t_ext2, ("of ceiling", t_cw / t_ext2))
+    R["single-thread append / extend >= 0.8 x write ceiling"] = (max(t_cw / t_app1, t_cw / t_ext1), 0.8, ">=",
+                                                               f"append {t_cw / t_app1:.2f}x, extend {t_cw / t_ext1:.2f}x")
+    R[f"writer on every core ({ncpu}) >= 1.5 x single-thread ceiling"] = (t_cw / t_ext2, 1.5, ">=", "extend")
+    if have("MDAnalysis"):
+        t_x = _best(lambda: xtc_write(wl, work / "w.xtc", xtc_digits(wl.p)), reps)
+        per_x = t_x / wl.frames
+        per_a = blocking[0] / wl.frames
+        print(f"  {'append blocking time per frame, MREC_THREADS=1':<44} {blocking1[0] / wl.frames * 1e3:9.3f} ms    "
+              f"the whole write (create .. close) {blocking1[1] / wl.frames * 1e3:.3f} ms a frame")
+        print(f"  {'append blocking time per frame, MREC_THREADS=' + str(ncpu):<44} {per_a * 1e3:9.3f} ms    "
+              f"the whole write (create .. close) {blocking[1] / wl.frames * 1e3:.3f} ms a frame  "
+              f"(encode ahead: {blocking[0] / blocking1[0]:.2f}x the blocking time of one thread)")
+        print(f"  {'XTC write per frame (MDAnalysis)':<44} {per_x * 1e3:9.3f} ms    append/XTC {per_a / per_x:.2f}x")
+        R["append blocking time per 3000-atom frame <= 0.3 x XTC"] = (per_a / per_x, 0.3, "<=",
+                                                                      f"{per_a * 1e3:.3f} ms against {per_x * 1e3:.3f} ms")
+    else:
+        note("MDAnalysis not installed: XTC rows skipped")
+    # -- whole-array and random inner-chunk reads against zarrs and tensorstore
+    small = synthetic(100, 10_000 if quick else 100_000, "small")
+    path = work / "small.mrec"
+    with threads_env(ncpu):
+        mrec_write(small, path, small.p, batch=2000)
+    # the same column without the shuffle (which tensorstore lacks): bytes + zstd 3 + crc32c, same shards
+    plain = work / "plain.mrec"
+    _plain_copy(path, plain, "trajectory/atoms/x")
+    print(f"  reads, {small.desc}: one column (x) of {small.frames * small.atoms} f64")
+    for label, store_path, shuffle in (("shuffle+zstd+crc32c", path, True), ("zstd+crc32c (no shuffle)", plain, False)):
+        col = f"trajectory/atoms/x"
+        arr = Array.open(DirectoryStore(str(store_path)), col)
+        blobs = _blobs(arr)
+        mb = arr.shape[0] * 8 / MB
+        t_ceil = _best(lambda: _ceiling_read(blobs, shuffle, arr.sharding.chunk_shape[0] * 8), reps)
+
+        def mrec_whole(n):
+            a = Array.open(DirectoryStore(str(store_path)), col, appended=True)
+            t0 = time.perf_counter()
+            a.read(threads=n)
+            return time.perf_counter() - t0
+        t1 = _best(lambda: mrec_whole(1), reps)
+        tn = _best(lambda: mrec_whole(ncpu), reps)
+        print(f"   {label}: {len(blobs)} inner chunks")
+        row("  read ceiling, one thread", mb / t_ceil)
+        row("  Array.read, threads=1", mb / t1, ("of ceiling", t_ceil / t1))
+        row(f"  Array.read, threads={ncpu}", mb / tn, ("of ceiling", t_ceil / tn))
+        if shuffle:
+            R[f"Array.read on {ncpu} cores >= 1.5 x single-thread read ceiling"] = (t_ceil / tn, 1.5, ">=", label)
+        rng = np.random.default_rng(7)
+        ir = arr.sharding.chunk_shape[0]
+        picks = rng.integers(0, arr.shape[0] // ir, size=1000) * ir
+
+        def mrec_random_chunks():
+            a = Array.open(DirectoryStore(str(store_path)), col, appended=True)
+            a.read(slice(0, 1))
+            t0 = time.perf_counter()
+            for r0 in picks:
+                a.read(slice(int(r0), int(r0) + ir))
+            return time.perf_counter() - t0
+        t_rand = _best(mrec_random_chunks, reps)
+        row("  mrec, 1000 random inner chunks", 1000 * ir * 8 / MB / t_rand)
+        peers = []
+        if have("zarr") and have("zarrs"):
+            import zarr
+
+            def zarrs_whole():
+                with zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"}):
+                    z = zarr.open_array(str(store_path / col), mode="r")
+                    t0 = time.perf_counter()
+                    z[...]
+                    return time.perf_counter() - t0
+
+            def zarrs_random():
+                with zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"}):
+                    z = zarr.open_array(str(store_path / col), mode="r")
+                    z[0:1]
+                    t0 = time.perf_counter()
+                    for r0 in picks:
+                        z[int(r0):int(r0) + ir]
+                    return time.perf_counter() - t0
+            peers.append(("zarrs (zarr-python 3 + ZarrsCodecPipeline)", zarrs_whole, zarrs_random))
+        if have("tensorstore") and not shuffle:
+            import tensorstore as ts
+
+            def ts_open():
+                return ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(store_path / col)}},
+                               read=True).result()
+
+            def ts_whole():
+                t = ts_open()
+                t0 = time.perf_counter()
+                t.read().result()
+                return time.perf_counter() - t0
+
+            def ts_random():
+                t = ts_open()
+                t[0:1].read().result()
+                t0 = time.perf_counter()
+                for r0 in picks:
+                    t[int(r0):int(r0) + ir].read().result()
+                return time.perf_counter() - t0
+            peers.append(("tensorstore", ts_whole, ts_random))
+        for name, whole, rand in peers:
+            tw, tr_ = _best(whole, reps), _best(rand, reps)
+            row(f"  {name}, whole", mb / tw, ("mrec/peer", tw / tn))
+            row(f"  {name}, 1000 random chunks", 1000 * ir * 8 / MB / tr_, ("mrec/peer", tr_ / t_rand))
+            short = name.split()[0]
+            R[f"Array.read >= 1.0 x {short}, whole array ({label})"] = (tw / tn, 1.0, ">=", "")
+            R[f"Array.read >= 1.0 x {short}, 1000 random inner chunks ({label})"] = (tr_ / t_rand, 1.0, ">=", "")
+    # -- batch reads of 100-atom frames, and one random frame against XTC
+    sceil = Ceiling(small, small.p)
+    sceil.write()
+    t_sc = _best(sceil.read, reps)
+
+    def iterate(n):
+        with threads_env(n):
+            r = mrec.TrajectoryReader(path)
+            t0 = time.perf_counter()
+            for _f in r:
+                pass
+            return time.perf_counter() - t0
+
+    def by_index():
+        with threads_env(1):
+            r = mrec.TrajectoryReader(path)
+            t0 = time.perf_counter()
+            for i in range(len(r)):
+                r[i]
+            return time.perf_counter() - t0
+    t_it1, t_itn, t_idx = _best(lambda: iterate(1), reps), _best(lambda: iterate(ncpu), reps), _best(by_index, reps)
+    print(f"  frames, {small.desc}")
+    row("read ceiling (x, y, z), one thread", small.mb / t_sc)
+    row("r[i] one by one, MREC_THREADS=1", small.mb / t_idx, ("of ceiling", t_sc / t_idx))
+    row("for f in reader (batches), MREC_THREADS=1", small.mb / t_it1, ("of ceiling", t_sc / t_it1))
+    row(f"for f in reader (batches), MREC_THREADS={ncpu}", small.mb / t_itn, ("of ceiling", t_sc / t_itn))
+    R["batch reads of 100-atom frames >= 0.8 x read ceiling"] = (max(t_sc / t_it1, t_sc / t_itn), 0.8, ">=",
+                                                                f"one thread {t_sc / t_it1:.2f}x, {ncpu} threads {t_sc / t_itn:.2f}x")
+    if have("MDAnalysis"):
+        xfn = work / "small.xtc"
+        xtc_write(small, xfn, xtc_digits(small.p))
+        idx = np.random.default_rng(1).integers(0, small.frames, size=500)
+        _o, _s, xlat = xtc_read(xfn, idx)
+        with threads_env(1):
+            lat, _one = mrec_random(path, idx, sceil)
+        m50, x50 = pct(lat, 50), pct(xlat, 50)
+        print(f"  {'random frame p50: mrec r[i] / XTC':<44} {m50:9.3f} ms / {x50:.3f} ms = {m50 / x50:.2f}x")
+        R["random 100-atom frame p50 <= XTC random p50"] = (m50 / x50, 1.0, "<=", f"{m50:.3f} against {x50:.3f} ms")
+    print("\n== targets (issue 16), ratios measured in this run")
+    for what, (v, limit, op, detail) in R.items():
+        ok = v >= limit if op == ">=" else v <= limit
+        print(f"  {what:<70} {v:6.2f}x  {op} {limit:<4} {'met' if ok else 'NOT met'}  {detail}")
+
+
 # -- main ---------------------------------------------------------------------------------------
 
 def main(argv=None) -> None:
@@ -800,6 +1051,7 @@ def main(argv=None) -> None:
     sub.add_parser("open", help="open time against nstep")
     sub.add_parser("memory", help="writer peak memory against nstep")
     sub.add_parser("profile", help="cProfile of the small-frame writer")
+    sub.add_parser("issue16", help="issue 16's targets (pipelined writer, reads on every core, batch reads)")
     sub.add_parser("all", help="everything, then the issue's targets")
     args = ap.parse_args(argv)
     args.repeat = args.repeat or (2 if args.quick else 3)
@@ -826,6 +1078,8 @@ def main(argv=None) -> None:
             profile(work, args.quick)
         if args.cmd == "all":
             targets()
+        if args.cmd in ("issue16", "all"):
+            issue16(work, args.quick)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nrun {time.perf_counter() - t0:.0f} s")

@@ -33,6 +33,10 @@ from .schema import SequenceSchema
 TRAJ = "trajectory"
 #: a frame whose column reads decode at least this many bytes reads them concurrently
 PARALLEL_READ_BYTES = 256 * 1024
+#: a batch read of many frames (iteration, slices) reads about this many decoded bytes at a time
+BATCH_READ_BYTES = 4 << 20
+#: and at most this many frames
+BATCH_READ_FRAMES = 8192
 RESERVED_CHILDREN = ("step", "time", "meta", "box")
 RESERVED_BLOCK_CHILDREN = ("offset", "step_index", "_validity")
 from .lock import LOCK_NAME  # noqa: E402,F401
@@ -718,7 +722,7 @@ class TrajectoryReader:
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
+            return list(self._iter_frames(range(*i.indices(len(self)))))
         if not isinstance(i, (int, np.integer)) or isinstance(i, (bool, np.bool_)):
             return [self[int(k)] for k in self.ordinals(i)]
         i = self._ordinal(i)
@@ -738,6 +742,9 @@ class TrajectoryReader:
                 tag = types[key] = tags[key].tag
                 meta[key] = _meta_value(tag, arr.read(slice(i, i + 1))[0], arr.name)
         box = self.box_at(i) if self.layout.box.n_updates else None
+        return self._make_frame(blocks, box, meta, masks, types)
+
+    def _make_frame(self, blocks: dict, box, meta: dict, masks: dict, types: dict) -> Frame:
         if self._frames_trusted():
             if meta:
                 from .typed_json import coerce_meta_document
@@ -746,8 +753,120 @@ class TrajectoryReader:
         return Frame(blocks=blocks, box=box, meta=meta, masks=masks, meta_types=types)
 
     def __iter__(self):
-        for i in range(len(self)):
-            yield self[i]
+        return self._iter_frames(range(len(self)))
+
+    # -- batch reads of many frames ----------------------------------------------------
+    def _frame_bytes(self) -> int:
+        """Roughly how many decoded bytes one frame's block rows take (a batch size hint only)."""
+        n = 0
+        for b in self.layout.blocks.values():
+            if not b.n_updates:
+                continue
+            rows = b.uniform_rows if b.regular else -(-b.total_rows // b.n_updates)
+            for arr in b.columns.values():
+                n += (rows or 0) * arr.dtype.itemsize * math.prod(arr.shape[1:])
+        return max(n, 1)
+
+    def _iter_frames(self, idx: range):
+        """``self[i] for i in idx``, read in batches: each column's rows for a run of consecutive
+        frames in one :meth:`Array.read` (every inner chunk decoded once for all the frames it holds,
+        on the pool), then cut into frames equal to what ``self[i]`` returns.  A batch that fails in
+        any way is read again frame by frame, so the frames before a damaged one are yielded and the
+        error raised is the one ``self[i]`` raises, at the same frame.  A step other than 1 reads
+        frame by frame."""
+        if idx.step != 1 or len(idx) < 2:
+            for i in idx:
+                yield self[i]
+            return
+        k = max(1, min(BATCH_READ_FRAMES, BATCH_READ_BYTES // self._frame_bytes()))
+        for s in range(idx.start, idx.stop, k):
+            e = min(idx.stop, s + k)
+            try:
+                frames = self._frame_batch(s, e)
+            except Exception:          # noqa: BLE001 - read again frame by frame: same frames, same error
+                frames = None
+            if frames is None:
+                for i in range(s, e):
+                    yield self[i]
+            else:
+                yield from frames
+
+    def _frame_batch(self, s: int, e: int) -> list[Frame] | None:
+        """Frames ``s .. e-1`` (valid ordinals), each equal to ``self[i]``; None when a block has a
+        column without an array (the frame-by-frame path handles it).
+
+        A block updated at every frame of the batch with one row count (a regular block) gives each
+        frame a view of its own rows of the batch's array (the frames never share rows; a frame kept
+        keeps its batch's array alive); any other block gives each frame a copy of its rows."""
+        nf = e - s
+        per_block = []
+        for name, b in self.layout.blocks.items():
+            if b.regular and e <= b.n_updates:           # update j = frame j: no carry-forward
+                ups = None
+                lo, hi = b.rows_of(s)[0], b.rows_of(e - 1)[1]
+            else:
+                ups = [b.update_at(i) for i in range(s, e)]
+                present = [j for j in ups if j is not None]
+                if not present:
+                    continue
+                lo, hi = b.rows_of(present[0])[0], b.rows_of(present[-1])[1]
+            values, masks = {}, {}
+            for col in b.decl.columns:
+                arr = b.columns.get(col)
+                if arr is None:
+                    return None
+                v = arr.read(slice(lo, hi))
+                if ups is None:
+                    v = list(v.reshape(nf, b.uniform_rows, *v.shape[1:]))    # one view a frame
+                values[col] = v
+                m = b.masks.get(col)
+                if m is not None:
+                    masks[col] = m.read(slice(lo, hi))
+            per_block.append((name, b, ups, values, masks, lo))
+        metas = []
+        if self.layout.meta:
+            tags = self.schema.meta
+            for key, arr in self.layout.meta.items():
+                metas.append((key, tags[key].tag, arr.read(slice(s, e)), arr.name))
+        has_box = bool(self.layout.box.n_updates)
+        make = self._make_frame
+        # the common case (regular blocks, no masks, meta or cell): frames straight from the views
+        if not metas and not has_box and all(ups is None and not bm for _n, _b, ups, _v, bm, _lo in per_block):
+            cols = [(name, list(values), list(zip(*values.values())) if values else [()] * nf)
+                    for name, _b, _u, values, _m, _lo in per_block]
+            if self._frames_trusted():
+                make = Frame._trusted              # what _make_frame calls for these parts
+            return [make({name: dict(zip(keys, rows[k])) for name, keys, rows in cols}, None, {}, {}, {})
+                    for k in range(nf)]
+        out = []
+        for k, i in enumerate(range(s, e)):
+            blocks, masks = {}, {}
+            for name, b, ups, values, bmasks, lo in per_block:
+                if ups is None:
+                    j = i
+                    blocks[name] = {col: v[k] for col, v in values.items()}
+                else:
+                    j = ups[k]
+                    if j is None:
+                        continue
+                    a, z = b.rows_of(j)
+                    blocks[name] = {col: v[a - lo:z - lo].copy() for col, v in values.items()}
+                if bmasks:
+                    a, z = b.rows_of(j)
+                    got = {}
+                    for col, mv in bmasks.items():
+                        part = mv[a - lo:z - lo]
+                        if not part.all():
+                            got[col] = part.copy()
+                    if got:
+                        masks[name] = got
+            meta, types = {}, {}
+            for key, tag, batch, where in metas:
+                types[key] = tag
+                meta[key] = _meta_value(tag, batch[k], where)
+            box = self.box_at(i) if has_box else None
+            out.append(make(blocks, box, meta, masks, types))
+        return out
 
     def read_columns(self, i: int, columns) -> dict:
         """Selected ``(block, column)`` pairs of frame ``i``; an absent block is left out."""
@@ -768,8 +887,11 @@ class TrajectoryReader:
                 out[(block, col)] = values[col]
         return out
 
-    def column(self, block: str, column: str, frames: slice | None = None) -> np.ndarray:
-        """One ndarray ``[frames, rows, *trailing]`` of a regular block's column."""
+    def column(self, block: str, column: str, frames: slice | None = None, *, threads: int | None = None) -> np.ndarray:
+        """One ndarray ``[frames, rows, *trailing]`` of a regular block's column.
+
+        Its inner chunks are decoded on ``threads`` threads (default ``MREC_THREADS``, else the
+        machine's cores; 1 = serial): the same values and errors."""
         if block not in self.layout.blocks:
             raise KeyError(f"block {block!r} is not declared")
         b = self.layout.blocks[block]
@@ -793,7 +915,7 @@ class TrajectoryReader:
         arr = b.columns[column]
         if b.regular and idx.step == 1 and len(idx) and idx[-1] < b.n_updates:
             n = b.uniform_rows
-            data = arr.read(slice(idx[0] * n, (idx[-1] + 1) * n))
+            data = arr.read(slice(idx[0] * n, (idx[-1] + 1) * n), threads=threads)
             return data.reshape(len(idx), n, *data.shape[1:])
         ups = [b.update_at(i) for i in idx]
         uniq = sorted(set(ups))
@@ -801,7 +923,7 @@ class TrajectoryReader:
             return np.zeros((0, 0, *arr.shape[1:]), dtype=arr.dtype)
         lo, _ = b.rows_of(uniq[0])
         _, hi = b.rows_of(uniq[-1])
-        data = arr.read(slice(lo, hi))
+        data = arr.read(slice(lo, hi), threads=threads)
         parts = []
         for j in ups:
             a, z = b.rows_of(j)

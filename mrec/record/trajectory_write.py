@@ -81,7 +81,7 @@ class _Writer:
 
     def __init__(self, array: Array, rows: int, *, new: bool):
         self.array = array
-        self.appender = ShardedAppender(array, rows)
+        self.appender = ShardedAppender(array, rows, ahead=True)      # encodes on the pool as rows arrive
         self.new = new          # zarr.json not yet on disk
         self.meta_dirty = new
 
@@ -321,6 +321,7 @@ class TrajectoryWriter:
         self.committed = 0
         self.closed = False
         self.failed: WriteError | None = None        # set by a failed commit: every later call refuses
+        self._ahead_apps: list | None = None        # see _check_encodes
         self._at = ("", "")                          # (what, key) the commit is doing: named by a failure
         self.blocks: dict[str, _BlockState] = {}
         self.box = _BoxState()
@@ -703,7 +704,28 @@ class TrajectoryWriter:
                 bs.target_max = self._target_max(decl, values, full_masks)
 
     # -- append -----------------------------------------------------------------------------
+    def _check_encodes(self) -> None:
+        """An inner chunk encoded ahead on a worker (ShardedAppender ahead=True) that failed poisons
+        the writer at its next call, as a failed landing does (docs/reliability.md, "Write errors"):
+        nothing of the chunk was written, the store is at its last commit.  The appenders known at
+        the last commit are checked here; a newer one's failure surfaces at its landing."""
+        apps = self._ahead_apps
+        if apps is None:
+            apps = self._ahead_apps = [w.appender for w in self._all_writers()]
+        for ap in apps:
+            exc = ap.ahead_error
+            if exc is not None and self.failed is None:
+                self.failed = WriteError(
+                    f"encoding rows of array {ap.array.path} on a worker thread failed ({type(exc).__name__}: "
+                    f"{exc}); this writer refuses further work: frames {self.committed} and later were not "
+                    "reported committed, reopen the store (TrajectoryWriter.open) to continue from what is on disk",
+                    path=self.store.describe(ap.array.path))
+                self.failed.__cause__ = exc
+                self._poisoned()
+                raise self.failed
+
     def _check_open(self):
+        self._check_encodes()
         if self.failed is not None:
             raise self._refusal()
         if self.closed:
@@ -862,6 +884,7 @@ class TrajectoryWriter:
 
         A regular frame with the default step and no time takes the batch path of :meth:`extend`
         (a run of one frame); the store is the same (``spec_tests/test_extend.py``)."""
+        self._check_encodes()
         if step is None and time is None and self._extend_run((frame,), 0):
             return
         self._append_checked(frame, step, time)
@@ -931,6 +954,7 @@ class TrajectoryWriter:
                 return
             pos = 0
             while pos < len(batch):
+                self._check_encodes()
                 n = self._extend_run(batch, pos)
                 if n:
                     pos += n
@@ -1476,6 +1500,7 @@ class TrajectoryWriter:
             st.fsync_dir(TRAJ)
         self.traj_attrs = attrs
         self.committed = self.nframes
+        self._ahead_apps = None             # the arrays of this commit: checked by _check_encodes
         self._at = ("", "")
 
     def flush(self) -> None:
@@ -1488,6 +1513,10 @@ class TrajectoryWriter:
         :class:`WriteError`) once, releasing its lock; the store stays as it was left."""
         if self.closed:
             return
+        try:
+            self._check_encodes()
+        except WriteError:
+            pass                           # self.failed is set: refused just below
         if self.failed is not None:
             self.closed = True
             self._poisoned()

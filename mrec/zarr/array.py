@@ -21,7 +21,7 @@ from .codecs.base import ChunkSpec
 from . import shardscan
 from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
-from .parallel import encode_all
+from .parallel import decode_all, encode_all
 
 
 _EMPTY = int(EMPTY)
@@ -100,6 +100,7 @@ class Array:
         self._keys_encoding = None
         self._fast_geo: tuple | None = None          # see _fast_geometry
         self._fast_dec: tuple | None = None          # see _decoder
+        self._fast_into: tuple | None = None         # see _decoder_into
         self._ahead: tuple | None = None             # see _raw_ahead
         self._last_read: tuple | None = None         # (shard key, inner row) of the last chunk fetched
         self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
@@ -198,8 +199,12 @@ class Array:
         return self.meta.codecs.sharding
 
     # -- read ------------------------------------------------------------------
-    def read(self, rows: slice | None = None) -> np.ndarray:
-        """The whole array, or a leading-axis range ``rows`` (step allowed)."""
+    def read(self, rows: slice | None = None, *, threads: int | None = None) -> np.ndarray:
+        """The whole array, or a leading-axis range ``rows`` (step allowed).
+
+        A read of many whole inner chunks of a sharded array decodes them on ``threads`` threads
+        (default ``MREC_THREADS``, else the machine's cores; 1 = serial): the same values and the
+        same errors as the serial read."""
         if rows is not None and rows.step is None:
             # the usual call (a frame's rows): straight to the one inner chunk holding them
             start, stop = rows.start, rows.stop
@@ -223,10 +228,10 @@ class Array:
             lo, hi = (start, stop) if step > 0 else (stop + 1, start + 1)
             if hi <= lo:
                 return np.full((0, *m.shape[1:]), m.fill_value, dtype=m.data_type.numpy)
-            base = self.read(slice(lo, hi))
+            base = self.read(slice(lo, hi), threads=threads)
             return base[(start - lo)::step] if step > 0 else base[(start - lo)::step]
         stop = max(stop, start)
-        return self._read_range(start, stop)
+        return self._read_range(start, stop, threads)
 
     def __getitem__(self, item):
         if isinstance(item, slice):
@@ -241,7 +246,7 @@ class Array:
             return self.read()
         raise TypeError("arrays index by an int or a slice of the leading axis")
 
-    def _read_range(self, start: int, stop: int) -> np.ndarray:
+    def _read_range(self, start: int, stop: int, threads: int | None = None) -> np.ndarray:
         m = self.meta
         cs = m.chunk_shape
         if start < stop:
@@ -261,7 +266,7 @@ class Array:
             r_lo, r_hi = max(start, lo0) - lo0, min(stop, lo0 + cs[0]) - lo0
             for ct in _cells(trailing_grid):
                 coords = (c0, *ct)
-                block = self._read_chunk_rows(coords, r_lo, r_hi)
+                block = self._read_chunk_rows(coords, r_lo, r_hi, threads)
                 if out is None:
                     if whole and block is not None and block.shape == want and block.dtype == dtype:
                         # the one copy (a frame of a frame-aligned column); a block the shard read
@@ -299,14 +304,23 @@ class Array:
         self._fast_geo = (m, geo)
         return geo
 
+    def _resolved(self, slot: str, make: str):
+        """``sh.codecs.<make>(spec)`` of this array's inner chunks, kept in ``self.<slot>`` while
+        the sharding codec and the data type are the same objects."""
+        sh, m = self.sharding, self.meta
+        got = getattr(self, slot)
+        if got is None or got[0] is not sh or got[1] is not m.data_type:
+            got = (sh, m.data_type, getattr(sh.codecs, make)(ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, "")))
+            setattr(self, slot, got)
+        return got[2]
+
     def _decoder(self):
         """The resolved decoder of this array's inner chunks (CodecPipeline.decoder), or None."""
-        sh, m = self.sharding, self.meta
-        got = self._fast_dec
-        if got is None or got[0] is not sh or got[1] is not m.data_type:
-            got = self._fast_dec = (sh, m.data_type, sh.codecs.decoder(
-                ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, "")))
-        return got[2]
+        return self._resolved("_fast_dec", "decoder")
+
+    def _decoder_into(self):
+        """The resolved in-place decoder of this array's inner chunks (CodecPipeline.decoder_into), or None."""
+        return self._resolved("_fast_into", "decoder_into")
 
     def _one_chunk_range(self, start: int, stop: int) -> np.ndarray | None:
         """Rows [start, stop) copied out of the one inner chunk holding them, or None (general path).
@@ -373,10 +387,10 @@ class Array:
                 return 0
         return max(n, 0) * ibytes
 
-    def _read_chunk_rows(self, coords, r_lo: int, r_hi: int) -> np.ndarray | None:
+    def _read_chunk_rows(self, coords, r_lo: int, r_hi: int, threads: int | None = None) -> np.ndarray | None:
         key = self.chunk_key(coords)
         if self.sharding is not None:
-            return self._read_shard_rows(key, r_lo, r_hi)
+            return self._read_shard_rows(key, r_lo, r_hi, threads)
         raw = self.store.get(key)
         if raw is None:
             return None
@@ -606,7 +620,48 @@ class Array:
             self._chunk_cache = (ck, chunk, b, direct)
         return chunk
 
-    def _read_shard_rows(self, key: str, r_lo: int, r_hi: int) -> np.ndarray | None:
+    def _decode_whole(self, key: str, index: ShardIndex, raws: dict, out: np.ndarray, r_lo: int,
+                      first: int, last: int, where: str, threads: int | None) -> set:
+        """Decode the prefetched whole inner chunks of rows [first, last) (inner-chunk rows of a shard
+        whose inner chunks span every trailing axis) straight into their rows of ``out``, on the
+        pool (:func:`decode_all`); returns the coords done.  Only the plain case is done here: the
+        bytes fetched in full, decoded in place and verified as :meth:`_inner_chunk` verifies them.
+        Anything else (a failing decode or check, a short read, a decode that cannot go in place)
+        is left to the serial loop, which decodes it again through the labelled path and raises
+        exactly the error a serial read raises, at the same chunk."""
+        sh, m = self.sharding, self.meta
+        ir = sh.chunk_shape[0]
+        tail = (0,) * (m.ndim - 1)
+        jobs = []
+        for i0 in range(first, last):
+            lo0 = i0 * ir
+            if lo0 < r_lo or lo0 + ir > r_lo + len(out):
+                continue
+            coord = (i0, *tail)
+            raw = raws.get(coord)
+            if raw is None or raw is False or len(raw) != int(index.nbytes[coord]):
+                continue
+            jobs.append((coord, raw, out[lo0 - r_lo:lo0 - r_lo + ir]))
+        if len(jobs) < 2:
+            return set()
+        into = self._decoder_into()
+        if into is None:
+            return set()
+        fill = m.fill_value
+
+        def decode(job) -> bool:
+            coord, raw, dest = job
+            try:
+                return into(raw, dest) and shardscan.trusted(index, coord, dest, ir, fill)
+            except Exception:          # noqa: BLE001 - the serial loop decodes it again and reports
+                return False
+        ok = decode_all(decode, jobs, len(jobs) * out[:ir].nbytes, threads)
+        done = {job[0] for job, good in zip(jobs, ok) if good}
+        for coord in done:
+            raws.pop(coord, None)
+        return done
+
+    def _read_shard_rows(self, key: str, r_lo: int, r_hi: int, threads: int | None = None) -> np.ndarray | None:
         sh = self.sharding
         index = self.shard_index(key)
         if index is None:
@@ -625,11 +680,15 @@ class Array:
             raws = self._prefetch(key, index, [(i0, *it) for i0 in range(first, last) for it in _cells(grid[1:])])
             # every cell of the shard's grid below is written: a chunk, or the fill (as np.full would)
             out = np.empty((r_hi - r_lo, *shard_shape[1:]), dtype=m.data_type.numpy)
+        done = self._decode_whole(key, index, raws, out, r_lo, first, last, where, threads) \
+            if single and raws and out is not None else ()
         for i0 in range(first, last):
             lo0 = i0 * ics[0]
             a, b = max(r_lo, lo0) - lo0, min(r_hi, lo0 + ics[0]) - lo0
             for it in _cells(grid[1:]):
                 coord = (i0, *it)
+                if coord in done:
+                    continue
                 if index.is_empty(coord):
                     if key in self.unverified_indexes:
                         why = self._rebuild_reason.get(key, "its shard index failed verification")
@@ -697,7 +756,14 @@ class ShardedAppender:
     commit protocol); :attr:`array.meta` carries the new shape.
     """
 
-    def __init__(self, array: Array, rows: int | None = None):
+    #: encodes submitted ahead and not yet landed hold at most this many input bytes (then append waits)
+    AHEAD_BYTES = 64 << 20
+    #: inner chunks smaller than this are encoded at the landing even with ``ahead=True``: a hand-off
+    #: per small chunk cost more than the second core gave (3000-atom frames: append blocked 1.8-2x
+    #: longer; 50k-atom frames: 0.90-0.98x, docs/performance.md "Issue 16")
+    AHEAD_MIN_BYTES = 96 * 1024
+
+    def __init__(self, array: Array, rows: int | None = None, *, ahead: bool = False):
         sh = array.sharding
         m = array.meta
         if sh is None:
@@ -728,6 +794,17 @@ class ShardedAppender:
             self.tail = array.read(slice(self.rows - part, self.rows))
         self.bytes_written = 0
         self._fast: tuple | None = None
+        # encode ahead (``ahead=True`` and more than one thread): every complete inner chunk of the
+        # buffered rows is handed to the pool as soon as append() completes it; land() writes the
+        # bytes it encoded (the same bytes, in the same order: only the time of the encode moves)
+        self._ahead_on = ahead
+        self._futures: dict[int, object] = {}        # inner chunk number (global) -> Future of its bytes
+        self._inflight = 0                           # input bytes of the futures not yet landed
+        self._carry: list[np.ndarray] = []           # buffered rows not yet in a submitted chunk
+        self._carry_rows = 0
+        self._carry_start = 0                        # global row where the carry begins (inner-chunk aligned)
+        self.ahead_error: BaseException | None = None   # the first encode that failed on a worker
+        self._reset_carry()
 
     def _encoder(self, where: str):
         """The pipeline's resolved encoder of this array's inner chunks (or None), made once."""
@@ -748,6 +825,63 @@ class ShardedAppender:
         if len(arr):
             self.pending.append(arr)
             self.pending_rows += len(arr)
+            if self._ahead_on:
+                self._encode_ahead(arr)
+
+    # -- encode ahead -------------------------------------------------------------------------
+    def _ahead_encoder(self):
+        """The resolved encoder when encoding ahead applies (one inner chunk spans every trailing
+        axis, the pipeline resolves, more than one thread), else None."""
+        from .parallel import threads
+        m, sh = self.array.meta, self.sharding
+        if threads() < 2 or tuple(sh.chunk_shape[1:]) != tuple(m.shape[1:]) or any(g != 1 for g in self.grid[1:]) \
+                or math.prod(sh.chunk_shape) * m.data_type.numpy.itemsize < self.AHEAD_MIN_BYTES:
+            return None
+        return self._encoder(self.array.store.describe(self.array.chunk_key((0,) * m.ndim)))
+
+    def _note_error(self, fut) -> None:
+        """(On the worker, when an encode ends.)  Keep the first failure for the owner to see at its
+        next call; land() raises it too, before writing anything of that landing."""
+        if not fut.cancelled() and fut.exception() is not None and self.ahead_error is None:
+            self.ahead_error = fut.exception()
+
+    def _reset_carry(self) -> None:
+        """After a landing (or at the start): the carry is the partial tail chunk, if any."""
+        self._futures.clear()
+        self._inflight = 0
+        self._carry = [self.tail] if self.tail is not None else []
+        self._carry_rows = len(self.tail) if self.tail is not None else 0
+        self._carry_start = self.rows - self._carry_rows
+
+    def _encode_ahead(self, arr: np.ndarray) -> None:
+        self._carry.append(arr)
+        self._carry_rows += len(arr)
+        ir = self.inner_rows
+        if self._carry_rows < ir:
+            return
+        fast = self._ahead_encoder()
+        if fast is None:
+            self._ahead_on = False              # this array encodes at the landing, as ever
+            self._carry, self._carry_rows = [], 0
+            return
+        from .parallel import submit
+        data = np.concatenate(self._carry, axis=0) if len(self._carry) > 1 else self._carry[0]
+        n_full = len(data) // ir
+        for k in range(n_full):
+            rows = data[k * ir:(k + 1) * ir]
+            c = (self._carry_start // ir) + k
+            if self._inflight > self.AHEAD_BYTES:
+                # a bounded queue: wait for what is in flight (an error is raised by land(), in order)
+                from concurrent.futures import wait
+                wait(list(self._futures.values()))
+                self._inflight = 0
+            fut = self._futures[c] = submit(fast, rows)
+            fut.add_done_callback(self._note_error)
+            self._inflight += rows.nbytes
+        rest = data[n_full * ir:]
+        self._carry = [rest] if len(rest) else []
+        self._carry_rows = len(rest)
+        self._carry_start += n_full * ir
 
     def _load_shard(self, s: int, key: str, fresh: bool) -> tuple[ShardIndex, int]:
         if s in self.indexes:
@@ -810,7 +944,25 @@ class ShardedAppender:
                     items.append(((i0, *it), sub))
 
             fast = self._encoder(where)
-            if fast is not None:
+            futures = self._futures
+            if futures and whole_rows:
+                # chunks encoded ahead: their bytes (or the error their encode raised), the rest here
+                ahead = [futures.get(s_lo // ir + item[0][0]) if len(item[1]) == ir else None for item in items]
+                rest = [item for item, f in zip(items, ahead) if f is None]
+                if fast is not None:
+                    done = encode_all(lambda item, fast=fast: fast(item[1]), rest, sum(x[1].nbytes for x in rest))
+                else:
+                    done = [sh.codecs.encode(item[1], ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value,
+                                                                f"{where} inner chunk {list(item[0])}")) for item in rest]
+                it = iter(done)
+                blobs = [f.result() if f is not None else next(it) for f in ahead]
+                fast = None
+                items_encoded = True
+            else:
+                items_encoded = False
+            if items_encoded:
+                pass
+            elif fast is not None:
                 def encode(item, fast=fast):
                     return fast(item[1])
             else:
@@ -818,7 +970,8 @@ class ShardedAppender:
                     return sh.codecs.encode(item[1], ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value,
                                                                f"{where} inner chunk {list(item[0])}"))
 
-            blobs = encode_all(encode, items, sum(x[1].nbytes for x in items))
+            if not items_encoded:
+                blobs = encode_all(encode, items, sum(x[1].nbytes for x in items))
             for (coord, _sub), blob in zip(items, blobs):
                 index.offsets[coord] = pos
                 index.nbytes[coord] = len(blob)
@@ -845,4 +998,6 @@ class ShardedAppender:
         self.rows = end_row
         self.pending, self.pending_rows = [], 0
         self.array.meta = m.with_shape((end_row, *m.shape[1:]))
+        if self._ahead_on:
+            self._reset_carry()
         return touched

@@ -15,12 +15,16 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence, TypeVar
 
-__all__ = ["call_all", "encode_all", "read_threads", "threads"]
+__all__ = ["call_all", "decode_all", "encode_all", "read_threads", "submit", "threads"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 #: below this many input bytes a batch is encoded inline
 MIN_PARALLEL_BYTES = 96 * 1024
+#: below this many decoded bytes a read decodes its chunks inline
+MIN_PARALLEL_DECODE = 256 * 1024
+#: the pool's size: a ``threads=`` argument above MREC_THREADS may use up to this many workers
+MAX_WORKERS = 8
 
 _pool: ThreadPoolExecutor | None = None
 _pool_pid: int | None = None
@@ -53,7 +57,8 @@ def threads() -> int:
 def _executor() -> ThreadPoolExecutor:
     global _pool, _pool_pid
     if _pool is None or _pool_pid != os.getpid():        # a forked child makes its own
-        _pool = ThreadPoolExecutor(max_workers=threads(), thread_name_prefix="mrec-encode")
+        # the concurrency of a call is the number of parts it submits; idle workers are never started
+        _pool = ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="mrec-encode")
         _pool_pid = os.getpid()
     return _pool
 
@@ -72,6 +77,28 @@ def encode_all(fn: Callable[[T], R], items: Sequence[T], nbytes: int) -> list[R]
     parts = [items[cut[i]:cut[i + 1]] for i in range(k)]
     done = call_all([lambda part=part: [fn(x) for x in part] for part in parts])
     return [r for part in done for r in part]
+
+
+def decode_all(fn: Callable[[T], R], items: Sequence[T], nbytes: int, n: int | None = None) -> list[R]:
+    """``[fn(x) for x in items]`` for a read: the items cut into ``n`` contiguous parts (default
+    :func:`threads`, i.e. ``MREC_THREADS`` or the machine's cores), the first decoded in this
+    thread, the rest on the pool.  Inline below :data:`MIN_PARALLEL_DECODE` decoded bytes, for a
+    single item, with ``n == 1`` and inside a pool worker.  Results in input order; ``fn`` is
+    expected not to raise (a read's fast path reports failure as a value and leaves the error to
+    the serial, labelled path), but if it does the first failing part in order raises."""
+    n = threads() if n is None else max(1, int(n))
+    n = min(n, MAX_WORKERS + 1, len(items))
+    if n < 2 or nbytes < MIN_PARALLEL_DECODE or _in_worker():
+        return [fn(x) for x in items]
+    cut = [len(items) * i // n for i in range(n + 1)]
+    parts = [items[cut[i]:cut[i + 1]] for i in range(n)]
+    done = call_all([lambda part=part: [fn(x) for x in part] for part in parts])
+    return [r for part in done for r in part]
+
+
+def submit(fn: Callable[..., R], *args):
+    """``fn(*args)`` on the pool: a Future (an appender's encode ahead of its landing)."""
+    return _executor().submit(fn, *args)
 
 
 def read_threads() -> int:

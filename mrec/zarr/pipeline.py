@@ -8,6 +8,7 @@ transpose.  Anything else is refused naming the array.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -197,6 +198,49 @@ class CodecPipeline:
             return self.array_bytes.decode(self.bytes_bytes[0].decode_view(data, spec), spec)
         _native_shuffle(n).decode(data, out=dest.reshape(-1).view(np.uint8))
         return dest
+
+    def decoder_into(self, spec: ChunkSpec):
+        """``(raw, dest) -> bool``: :meth:`decode_into` of whole chunks of ``spec`` with the steps
+        resolved once; True when ``dest`` (C-contiguous, of ``spec``'s dtype and shape) now holds the
+        chunk.  False, or any exception, means nothing is known: decode through :meth:`decode_into`
+        with a labelled spec, which gives the value or raises the error to report.  None when the
+        pipeline cannot decode in place (see :meth:`decode_into`)."""
+        plan = self._into_plan
+        dt = spec.dtype.numpy
+        if plan is None:
+            # no shuffle last: the bytes codec reads the decoded bytes as they are, so they are copied
+            views = self._view_decoders
+            if views is None or self.array_array or not self.bytes_bytes \
+                    or (self.bytes_bytes[0].__class__ is ShuffleCodec and self.bytes_bytes[0].elementsize > 1):
+                return None
+            plan = (views, 1)
+        if dt.kind not in "fiuc" or (self.array_bytes.endian is None and dt.itemsize > 1) \
+                or self.array_bytes._disk_dtype(spec) != dt:
+            return None
+        pre, n = plan
+        spec = self._bounded(spec)
+        nbytes = dt.itemsize * math.prod(spec.shape)
+        from .codecs.shuffle import _doUnshuffle
+        if n == 1:
+            def unshuffle(data, out):
+                out[...] = np.frombuffer(data, dtype=np.uint8)
+        elif _doUnshuffle is not None:
+            def unshuffle(data, out):
+                _doUnshuffle(np.frombuffer(data, dtype=np.uint8), out, n)
+        else:                                               # pragma: no cover - older numcodecs
+            shuffle = _native_shuffle(n)
+
+            def unshuffle(data, out):
+                shuffle.decode(data, out=out)
+
+        def decode(data, dest: np.ndarray) -> bool:
+            for dec in pre:
+                data = dec(data, spec)
+            if len(data) != nbytes or len(data) % n or dest.nbytes != nbytes or not dest.flags.c_contiguous:
+                return False
+            unshuffle(data, dest.reshape(-1).view(np.uint8))
+            return True
+        return decode
 
     def decoder(self, spec: ChunkSpec):
         """``raw -> array``: :meth:`decode` of chunks of ``spec`` with the steps resolved once; the

@@ -122,6 +122,27 @@ def test_cli_info_validate_cat_take_a_url(served, kind, form):
     assert cat.returncode == 0 and cat.stdout == local_cat.stdout, cat.stderr
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("form", [".mrec", ".mrec.zip"])
+def test_cli_convert_takes_a_url(served, kind, form, tmp_path):
+    """`mrec convert URL out.extxyz|out.xtc` reads the record at the URL (issue 15: every read entry
+    point): the same file as converting the local record; converting *into* a URL is refused."""
+    url, opts, _ = url_of(served, kind, "big" + form)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MREC_STORAGE_OPTIONS=json.dumps(opts))
+    local = str(served["root"] / ("big" + form))
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "mrec", "convert", *args], capture_output=True, text=True,
+                              env=env, cwd=tmp_path)
+
+    for ext in ("extxyz", "xtc"):
+        a, b = run(url, f"remote.{ext}", "--frames", "0:4"), run(local, f"local.{ext}", "--frames", "0:4")
+        assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+        assert (tmp_path / f"remote.{ext}").read_bytes() == (tmp_path / f"local.{ext}").read_bytes()
+    bad = run(local, url + ".xtc")
+    assert bad.returncode == 2 and "cannot convert into a URL" in bad.stderr, bad.stderr
+
+
 # -- request budgets (counted in the servers' logs) ------------------------------------------------------
 
 @pytest.mark.parametrize("kind", KINDS)

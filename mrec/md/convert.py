@@ -136,7 +136,10 @@ def convert(src, out, *, top=None, frames=None, precision: float | None = None, 
     (``LAMMPSDUMP`` ...); ``progress`` -- a :class:`~mrec.md.progress.FrameBar` or None.
     """
     src, out = os.fspath(src), os.fspath(out)
-    if not os.path.exists(src):
+    from ..fs.remote import is_url, refuse_remote_write
+    if is_url(out):
+        raise refuse_remote_write(out, "convert into")
+    if not is_url(src) and not os.path.exists(src):
         raise MrecError("no such file or directory", path=src)
     sel = _slice(frames)
     t0 = _time.monotonic()

@@ -182,7 +182,6 @@ def _plain(v):
 
 def _trajectory_summary(r) -> dict:
     """Per-step meta (min / mean / max of every numeric key) and the cell over time."""
-    from .record.trajectory_read import TRAJ  # noqa: F401  (the layout is the reader's)
     out: dict = {}
     meta = {}
     n = len(r)

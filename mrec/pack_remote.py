@@ -13,7 +13,6 @@ plan (entries, sizes); only then is the source removed (unless ``keep``).  A fai
 from __future__ import annotations
 
 import os
-import pathlib
 import zlib
 
 from .errors import CorruptionError, RefusalError, StoreError

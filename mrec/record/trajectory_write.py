@@ -591,7 +591,9 @@ class TrajectoryWriter:
             return None
         if arr.shape[0] > logical:
             arr.set_shape((logical, *arr.shape[1:]), fsync=self.durable)   # the reopen rule: shrink to the logical shape
-        return _Writer(arr, logical, new=False)
+        w = _Writer(arr, logical, new=False)
+        w.appender.settle()       # no copy a crash left past the committed ones stays before new ones
+        return w
 
     def _restore(self, layout) -> None:
         st = self.store

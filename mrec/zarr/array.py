@@ -896,8 +896,85 @@ class ShardedAppender:
             index = self.array.shard_index(key, cached=False)
             index = index.copy() if index is not None else ShardIndex.empty(self.grid)
             end = max(size, self.index_size)
+            if all(g == 1 for g in self.grid[1:]):
+                index, end = self._settle(s, key, index, size)
         self.indexes[s], self.ends[s] = index, end
         return index, end
+
+    def settle(self) -> None:
+        """A reopened writer's first step: settle the shard holding the last committed row
+        (:meth:`_settle`), before anything is appended.  Idempotent."""
+        if self.rows and not self.pending:
+            s = (self.rows - 1) // self.shard_rows
+            key = self.array.chunk_key((s,) + (0,) * (self.array.meta.ndim - 1))
+            if self.array.store.size(key) is not None:
+                self._load_shard(s, key, False)
+
+    def _settle(self, s: int, key: str, index: ShardIndex, size: int) -> tuple[ShardIndex, int]:
+        """Before the first landing into a shard that already holds committed rows (a reopened or
+        restarted writer): leave no copy in it past the committed ones, so that a later index
+        rebuild (docs/reliability.md) sees copies in landing order, only the last coordinate
+        re-encoded.
+
+        * The file is truncated after the copy of the last committed coordinate: what lies past
+          it is a crashed writer's uncommitted chunks (or chunks a restart dropped), which the
+          reopened writer would otherwise append after.  The truncation is fsynced before anything
+          is written over those bytes again.
+        * When the copy of a partial last coordinate holds rows past the committed ones (an
+          uncommitted re-encoding the index names, or a restart's dropped rows), it is re-encoded
+          now with exactly the committed rows (and padding), the index rewritten to name it, and
+          both fsynced: later re-encodings then add rows to a copy that holds only committed ones.
+        Returns the index and the byte offset where the next copy lands.
+        """
+        store, sh, m = self.array.store, self.sharding, self.array.meta
+        ir = self.inner_rows
+        local = self.rows - s * self.shard_rows              # committed rows in this shard (> 0)
+        ncoord = -(-local // ir)
+        offs, nbs = index.offsets.reshape(-1), index.nbytes.reshape(-1)
+        named = [(int(offs[c]), int(nbs[c])) for c in range(min(ncoord, len(offs)))
+                 if int(offs[c]) != int(EMPTY) and int(nbs[c]) != int(EMPTY)]
+        keep = max([o + n for o, n in named], default=self.index_size)
+        if keep > size:              # a committed copy past the end of the file: read it as ever (errors)
+            return index, max(size, self.index_size)
+        index.offsets[ncoord:] = EMPTY
+        index.nbytes[ncoord:] = EMPTY
+        part = local % ir
+        reland = False
+        if part and ncoord - 1 < len(offs) and int(offs[ncoord - 1]) != int(EMPTY):
+            off, nb = int(offs[ncoord - 1]), int(nbs[ncoord - 1])
+            spec = ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, store.describe(key))
+            raw = store.get_range(key, off, nb) or b""
+            try:
+                held = np.asarray(sh.codecs.decode(raw, spec))
+            except (CorruptionError, ValueError):
+                held = None          # read through the reader's checks when the rows are needed
+            if held is not None:
+                pad = np.full(held.shape[1:], m.fill_value, dtype=held.dtype)
+                beyond = held[part:]
+                reland = any(list(np.asarray(r).ravel()) != list(pad.ravel()) for r in beyond) \
+                    if held.dtype == object else np.ascontiguousarray(beyond).tobytes() != \
+                    np.ascontiguousarray(np.broadcast_to(pad, beyond.shape)).tobytes()
+        if size <= keep and not reland:
+            return index, max(keep, self.index_size)
+        if size > keep:
+            store.truncate(key, keep)
+            store.fsync(key)
+        if reland:
+            rows = np.full((ir, *m.shape[1:]), m.fill_value, dtype=m.data_type.numpy)
+            rows[:part] = self.tail
+            where = store.describe(key)
+            blob = sh.codecs.encode(rows, ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value,
+                                                    f"{where} inner chunk {[ncoord - 1]}"))
+            coord = (ncoord - 1,) + (0,) * (m.ndim - 1)
+            store.write_at(key, keep, blob)
+            index.offsets[coord], index.nbytes[coord] = keep, len(blob)
+            keep += len(blob)
+            raw_index = sh.encode_index(index, where)
+            store.write_at(key, 0, raw_index)
+            store.fsync(key)
+            self.bytes_written += len(blob) + len(raw_index)
+            self.array._index_cache[key] = index.copy()
+        return index, keep
 
     def land(self) -> list[str]:
         """Write buffered rows; returns the shard keys touched (in order)."""

@@ -16,8 +16,11 @@ own crc32c, so the index can be rebuilt from what verifies:
    the walk goes on from its end (an earlier copy torn while a later one landed);
 2. give each blob its inner-chunk coordinate: a blob an old or new index entry
    points at exactly has that entry's coordinate; any other blob is either a
-   re-encoded version of a partial chunk (its first row equals the first row
-   of that chunk's previous version) or the next chunk;
+   re-encoded version of the *last* coordinate (it agrees with that coordinate's
+   latest copy on a leading run of rows past which one of the two is padding:
+   :func:`reencodes`) or the next chunk.  Only the last coordinate can be
+   re-encoded because a reopening writer removes the copies a crash left past
+   the committed ones before it appends (``ShardedAppender._settle``);
 3. every coordinate takes its *latest* blob.  A re-encoding only ever adds rows
    to a partial chunk, so the latest version agrees with every earlier one on
    every committed row — whether it was committed or is an uncommitted tail.
@@ -26,8 +29,9 @@ Only shards of one inner chunk across the trailing axes (what mrec's appender
 writes) whose inner pipeline ends in ``crc32c`` are rebuilt; for any other
 layout :func:`rebuildable` is False and a failing index stays an error.
 Limitation (documented in docs/reliability.md): step 2 cannot tell a
-re-encoded chunk from the next chunk when both begin with bitwise the same row
-*and* no index entry names either blob.
+re-encoded chunk from the next chunk when no index entry names the blob and
+real rows equal the fill value bit for bit exactly where the two readings
+differ.
 """
 from __future__ import annotations
 
@@ -132,6 +136,46 @@ def scan(sharding, spec: ChunkSpec, data: bytes, start: int, hints=()) -> list[B
     return out
 
 
+def _rows_view(sharding, spec: ChunkSpec, data: bytes, b: "Blob") -> np.ndarray:
+    return np.asarray(sharding.codecs.decode(data[b.offset:b.offset + b.nbytes], spec))
+
+
+def _row_bytes(arr: np.ndarray) -> list:
+    """One comparable value per row (bitwise for numbers: NaN equals NaN, -0.0 differs from 0.0)."""
+    if arr.dtype == object:
+        return [repr(list(np.asarray(r).ravel())) for r in arr]
+    flat = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), -1)
+    return [r.tobytes() for r in flat]
+
+
+def reencodes(sharding, spec: ChunkSpec, data: bytes, old: "Blob", new: "Blob") -> bool:
+    """Whether ``new``, a copy no index entry names, landing right after the latest copy ``old``
+    of coordinate ``cur``, is a re-encoding of that coordinate rather than the next chunk.
+
+    A re-encoding rewrites a partial chunk with more rows; the only other re-encoding the writer
+    makes (a reopen or restart, ``ShardedAppender._settle``) keeps the committed rows and drops
+    the rest.  Either way the two copies agree on a leading run of at least one row, past which
+    one of them is all padding (the fill value).  The next chunk agrees with its predecessor on
+    no such run, unless real rows repeat bitwise and the rest equal the fill value; identical
+    copies are a re-encoding only when ``old`` can be partial (its last row is the fill value):
+    a full chunk repeated by the next one (a constant column) is the next chunk.
+    The one case this cannot tell (docs/reliability.md, "Rebuilding an index"): real rows
+    equal to the fill value bit for bit exactly where the two readings differ.
+    """
+    if old.first_row != new.first_row:
+        return False
+    ra = _rows_view(sharding, spec, data, old)
+    a = _row_bytes(ra)
+    b = _row_bytes(_rows_view(sharding, spec, data, new))
+    pad = _row_bytes(np.full((1, *ra.shape[1:]), spec.fill_value, dtype=ra.dtype))[0]
+    j = 0
+    while j < len(a) and a[j] == b[j]:
+        j += 1
+    if j == len(a):
+        return a[-1] == pad
+    return all(r == pad for r in a[j:]) or all(r == pad for r in b[j:])
+
+
 def holds_rows(chunk: np.ndarray, need: int, fill) -> bool:
     """Whether an inner chunk's first ``need`` rows can be real data: its row ``need - 1`` is not
     the fill value (re-encoding pads a partial chunk with fill, so real rows are a prefix)."""
@@ -203,10 +247,9 @@ def rebuild(sharding, grid, spec: ChunkSpec, data: bytes, entries: ShardIndex | 
                                 f"a later copy that does not begin with the rows of the copy of "
                                 f"coordinate {[coord]} before it", spec.where)
         if coord is None:
-            coord = next((c for c in range(min(cur, n - 1), -1, -1)
-                          if c in latest and latest[c].first_row == b.first_row), None)
-            if coord is None:
-                coord = cur + 1
+            # only the last coordinate is ever re-encoded (the writer's partial tail; a reopen
+            # removes leftover copies first, mrec.zarr.array.ShardedAppender._settle)
+            coord = cur if cur in latest and reencodes(sharding, spec, data, latest[cur], b) else cur + 1
         if coord >= n:
             break
         latest[coord] = b

@@ -47,6 +47,14 @@ class CorruptionError(MrecError):
     kind = "corrupt"
 
 
+class StandInWarning(UserWarning):
+    """Rows were read from an older copy of an inner chunk whose newest copy lies past the end of
+    its shard file, and the last of them is the fill value: a power loss before the newest copy
+    was written (the rows are as committed) or a file cut there (the rows are padding).  The two
+    leave the same bytes (docs/reliability.md, "Shard-index trust"); ``mrec validate --deep``
+    reports it as RT-6."""
+
+
 class StoreError(MrecError):
     """A key or file is missing or cannot be read or written."""
 
@@ -93,6 +101,7 @@ def path_refusal(exc: BaseException, path: str) -> BaseException:
 
 
 __all__ = [
+    "StandInWarning",
     "MrecError",
     "RefusalError",
     "MetadataError",

@@ -36,12 +36,13 @@ differ.
 from __future__ import annotations
 
 import struct
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 from crc32c import crc32c
 
-from ..errors import CorruptionError, MrecError
+from ..errors import CorruptionError, MrecError, StandInWarning
 from .codecs.base import ChunkSpec
 from .codecs.bytes_ import BytesCodec
 from .codecs.vlen_utf8 import VlenUtf8Codec
@@ -268,7 +269,7 @@ def rebuild(sharding, grid, spec: ChunkSpec, data: bytes, entries: ShardIndex | 
     for c, (off, nb) in named.items():
         if c in latest and off >= latest[c].offset + latest[c].nbytes:    # a newer copy lands after it
             degraded[(c, *tail)] = _trust(sharding, spec, data, (latest[c].offset, latest[c].nbytes), (off, nb))
-    return _Rebuilt(index.offsets, index.nbytes, degraded), blobs
+    return _Rebuilt(index.offsets, index.nbytes, degraded, spec.where), blobs
 
 
 class Contradiction(CorruptionError):
@@ -349,12 +350,21 @@ def trusted(index, coord, chunk, need: int, fill) -> bool:
     how = getattr(index, "degraded", {}).get(tuple(coord), ALL)
     if how is None:
         return holds_rows(chunk, need, fill)
+    if how == PAST_END and not holds_rows(chunk, need, fill):
+        # the rows are read from the older copy, as a power loss leaves them; but a file cut at the
+        # newest copy's start looks the same and then they are padding: never silently
+        warnings.warn(StandInWarning(
+            f"{getattr(index, 'where', '') or 'a shard'}: inner chunk {list(coord)}: its newest copy lies past "
+            f"the end of the file, so rows 0..{need - 1} are read from the copy before it, whose last of them "
+            "is the fill value: the rows as committed, if a power loss lost the newest copy's write, or "
+            "padding, if the file was cut there (`mrec validate --deep` reports it as RT-6)"), stacklevel=3)
     return how in (ALL, PAST_END) or need <= how
 
 
 @dataclass(frozen=True)
 class _Rebuilt(ShardIndex):
     degraded: dict = field(default_factory=dict)
+    where: str = ""
 
 
 def _vlen_spans(body: bytes, base: int) -> list[tuple[int, int, int]]:

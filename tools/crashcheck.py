@@ -797,6 +797,10 @@ def run_truncation(seeds: int, ordered: bool, verbose: bool) -> int:
 
 
 def main(argv=None) -> int:
+    import warnings
+    # a power-loss state whose committed rows end in fill values reads with a StandInWarning (it
+    # cannot be told from a file cut there: docs/reliability.md); the rows are checked bit for bit
+    warnings.simplefilter("ignore", mrec.StandInWarning)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one short session (a few seconds)")
     ap.add_argument("--seeds", type=int, default=None, help="sampled power-loss states per cut (default 6, quick 2)")

@@ -916,6 +916,7 @@ class ShardedAppender:
         rebuild (docs/reliability.md) sees copies in landing order, only the last coordinate
         re-encoded.
 
+        * First the array's ``zarr.json`` (already shrunk to the logical shape) is made durable.
         * The file is truncated after the copy of the last committed coordinate: what lies past
           it is a crashed writer's uncommitted chunks (or chunks a restart dropped), which the
           reopened writer would otherwise append after.  The truncation is fsynced before anything
@@ -956,6 +957,11 @@ class ShardedAppender:
                     np.ascontiguousarray(np.broadcast_to(pad, beyond.shape)).tobytes()
         if size <= keep and not reland:
             return index, max(keep, self.index_size)
+        # what is cut or re-encoded below may be rows the array's previous zarr.json still covers
+        # (a reopen shrinks it to the logical shape first: the reopen rule): that shrink reaches the
+        # disk before any of those rows leave it, so no state has the old shape over cut rows
+        store.fsync(meta_key(self.array.path))
+        store.fsync_dir(self.array.path)
         if size > keep:
             store.truncate(key, keep)
             store.fsync(key)

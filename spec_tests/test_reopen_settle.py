@@ -235,3 +235,45 @@ def test_full_chunk_followed_by_a_reencoding_is_that_coordinate():
     assert not rel([1, 2, 3, 4], [1, 2, 3, 4])     # a full chunk repeated: the next chunk
     assert not rel([1, 2, 3, 4], [1, 5, 6, 7])     # same first row only
     assert not rel([1, 2, 3, 4], [2, 2, 3, 4])
+
+
+def test_step_index_tail_past_nstep_is_not_judged(tmp_path):
+    """The reopen rule: n_updates is the prefix of step_index entries below nstep; from the first
+    entry at or past nstep on it is an uncommitted tail (a landing whose commit was lost, its
+    re-encoded chunk padded with the fill value), which the reader never judges.  A committed
+    prefix that is not ascending is still refused."""
+    from mrec.zarr.array import Array
+    from mrec.zarr.store import DirectoryStore
+    s = mrec.SequenceSchema()
+    s.declare_block("b", rows=2)
+    s.declare_column("b", "y", "f64")
+    s.declare_meta("e", "f64")
+    p = tmp_path / "s.mrec"
+    with mrec.TrajectoryWriter.create(p, s) as w:
+        for i in range(6):
+            f = mrec.Frame(meta={"e": float(i)})
+            if i in (0, 2):
+                f = mrec.Frame(blocks={"b": {"y": np.full(2, float(i))}}, meta={"e": float(i)})
+            w.append(f, step=i)
+    st = DirectoryStore(str(p))
+    si = Array.open(st, "trajectory/b/step_index", appended=True)
+    assert si.read().tolist() == [0, 2]
+    # what a lost commit leaves: an entry 6 (the next frame) then padding, inside a longer shape
+    si.set_shape((5,))
+    from mrec.zarr.array import ShardedAppender
+    ap = ShardedAppender(si, 2)
+    ap.append(np.array([6, 0, 0], dtype=si.dtype))
+    ap.land()
+    si.write_metadata()
+    assert Array.open(st, "trajectory/b/step_index", appended=True).read().tolist() == [0, 2, 6, 0, 0]
+    r = mrec.TrajectoryReader(p)
+    assert len(r) == 6 and r[3].blocks["b"]["y"].tolist() == [2.0, 2.0]
+    from mrec.validate import validate
+    rep = validate(p, deep=True)
+    assert not [v for v in rep.violations if "ascending" in v.message], [str(v) for v in rep.violations]
+    ap = ShardedAppender(si, 1)            # a committed prefix out of order: refused
+    ap.append(np.array([0, 1, 0, 0], dtype=si.dtype))
+    ap.land()
+    si.write_metadata()
+    with pytest.raises(mrec.RefusalError, match="not strictly ascending"):
+        mrec.TrajectoryReader(p)

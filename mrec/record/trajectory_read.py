@@ -259,6 +259,18 @@ def _progression(v, name: str, nstep: int, path: str, *, integer: bool) -> Progr
     return Progression(start, stride)
 
 
+def _committed_prefix(full: np.ndarray, nstep: int, what: str, where: str) -> int:
+    """n_updates of a step_index (the reopen rule): the length of its prefix of entries below
+    ``nstep``, which must be strictly ascending.  Entries from the first one at or past ``nstep``
+    on are an uncommitted tail, never judged: a re-encoded chunk's padding may follow a new entry
+    there (a landing whose commit a crash lost)."""
+    below = full < nstep
+    n = int(len(full) if below.all() else np.argmin(below))
+    if n > 1 and np.any(full[1:n] <= full[:n - 1]):
+        raise refuse("broken_index", f"{what} is not strictly ascending", where)
+    return n
+
+
 def _read_index_array(arr: Array | None, n: int, what: str) -> np.ndarray:
     if arr is None:
         raise refuse("broken_index", f"{what} is missing")
@@ -305,9 +317,7 @@ def _load_block(store, name: str, decl, nstep: int) -> BlockLayout:
         # that are an uncommitted tail, never read (they may be torn after a power loss)
         n_si = min(si.shape[0], nstep)
         full = _read_index_array(si, n_si, f"{where}/step_index")
-        if len(full) > 1 and np.any(full[1:] <= full[:-1]):
-            raise refuse("broken_index", "step_index is not strictly ascending", si.name)
-        n = int(np.searchsorted(full, nstep, side="left"))
+        n = _committed_prefix(full, nstep, "step_index", si.name)
         b.step_index = full[:n]
         b.n_updates = n
         if off.shape[0] < n + 1 and not (n == 0 and off.shape[0] == 0):
@@ -401,9 +411,7 @@ def _load_box(store, nstep: int) -> BoxLayout:
         full = np.zeros(1, dtype=np.uint64)      # a trivial step_index may be omitted
     else:
         full = _read_index_array(si_arr, min(si_arr.shape[0], nstep), f"{where}/step_index")
-        if len(full) > 1 and np.any(full[1:] <= full[:-1]):
-            raise refuse("broken_index", "box step_index is not strictly ascending", si_arr.name)
-    n = int(np.searchsorted(full, nstep, side="left"))
+    n = _committed_prefix(full, nstep, "box step_index", si_arr.name if si_arr is not None else where)
     bl.step_index = full[:n]
     bl.n_updates = n
     bl.vectors = _logical(vec, n, "box vectors")

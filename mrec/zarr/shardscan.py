@@ -141,12 +141,13 @@ def _rows_view(sharding, spec: ChunkSpec, data: bytes, b: "Blob") -> np.ndarray:
     return np.asarray(sharding.codecs.decode(data[b.offset:b.offset + b.nbytes], spec))
 
 
-def _row_bytes(arr: np.ndarray) -> list:
-    """One comparable value per row (bitwise for numbers: NaN equals NaN, -0.0 differs from 0.0)."""
+def _rows_2d(arr: np.ndarray) -> np.ndarray:
+    """One row of comparable items per row: bytes for numbers (bitwise: NaN equals NaN, -0.0
+    differs from 0.0), the objects themselves for strings."""
+    width = int(np.prod(arr.shape[1:], dtype=np.int64))
     if arr.dtype == object:
-        return [repr(list(np.asarray(r).ravel())) for r in arr]
-    flat = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), -1)
-    return [r.tobytes() for r in flat]
+        return arr.reshape(len(arr), width)
+    return np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), width * arr.dtype.itemsize)
 
 
 def reencodes(sharding, spec: ChunkSpec, data: bytes, old: "Blob", new: "Blob") -> bool:
@@ -166,15 +167,16 @@ def reencodes(sharding, spec: ChunkSpec, data: bytes, old: "Blob", new: "Blob") 
     if old.first_row != new.first_row:
         return False
     ra = _rows_view(sharding, spec, data, old)
-    a = _row_bytes(ra)
-    b = _row_bytes(_rows_view(sharding, spec, data, new))
-    pad = _row_bytes(np.full((1, *ra.shape[1:]), spec.fill_value, dtype=ra.dtype))[0]
-    j = 0
-    while j < len(a) and a[j] == b[j]:
-        j += 1
-    if j == len(a):
-        return a[-1] == pad
-    return all(r == pad for r in a[j:]) or all(r == pad for r in b[j:])
+    a = _rows_2d(ra)
+    b = _rows_2d(_rows_view(sharding, spec, data, new))
+    if a.shape != b.shape:
+        return False
+    pad = _rows_2d(np.full((1, *ra.shape[1:]), spec.fill_value, dtype=ra.dtype))[0]
+    same = (a == b).all(axis=1)
+    if same.all():
+        return bool((a[-1] == pad).all())
+    j = int(np.argmin(same))
+    return bool((a[j:] == pad).all() or (b[j:] == pad).all())
 
 
 def holds_rows(chunk: np.ndarray, need: int, fill) -> bool:

@@ -36,6 +36,15 @@ NEW = {"blocks": {"atoms": {"x": -np.arange(3.0)}, "ions": {"q": np.array([0.5, 
 GROUPS = {"section": "frame", "group": "a/b"}       # the scenario -> the group it replaces
 
 
+@pytest.fixture
+def scratch():
+    """A scratch directory, in memory when the machine has one (thousands of small trees)."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="mrec-nrep-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    yield Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def _version(f) -> str:
     """'old' / 'new' for a frame bit-identical to one of the two, else what it holds."""
     for tag, want in (("old", OLD), ("new", NEW)):
@@ -147,16 +156,16 @@ WRITES = ("write_section", "write_frame", "writer_create", "writer_open", "repai
 
 
 @pytest.mark.parametrize("scenario", sorted(GROUPS))
-def test_nested_overwrite_cut_at_every_op_recovered_by_every_entry_point(tmp_path, scenario):
+def test_nested_overwrite_cut_at_every_op_recovered_by_every_entry_point(scratch, scenario):
     """A process crash at any operation of a nested overwrite, then any entry point of the record:
     the group is the complete old one before the commit rename and the complete new one after it
     (never absent, never a mixture); no ``new`` / ``old`` sibling is left; a writer (or repair,
     pack) leaves nothing of the replace at all, and a read never shows a temporary node."""
     node = GROUPS[scenario]
     seen = []
-    for cut, state, want in _states(tmp_path, scenario):
+    for cut, state, want in _states(scratch, scenario):
         for way in READS + WRITES:
-            case = tmp_path / f"c{cut}-{way}"
+            case = scratch / f"c{cut}-{way}"
             shutil.copytree(state.parent, case)
             path = case / "r.mrec"
             got = _entry(way, path, node)
@@ -166,7 +175,6 @@ def test_nested_overwrite_cut_at_every_op_recovered_by_every_entry_point(tmp_pat
                 assert _temps(path) == [], (cut, way, _temps(path))
             if way != "pack":
                 assert _version(mrec.read_frame(path, group=node)) == want, (cut, way)
-            shutil.rmtree(case)
         seen.append(want)
     assert "old" in seen and "new" in seen
 

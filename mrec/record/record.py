@@ -368,13 +368,13 @@ def read_record(path, *, fs=None, storage_options=None) -> Record:
         raise
 
 
-def _recover_for_reading(path, fs) -> None:
+def _recover_for_reading(path, fs, node: str = "") -> None:
     """Before a read of a local record directory: finish or undo an overwrite a crash interrupted, of
-    the record or of any group inside it (:mod:`mrec.record.replace`; abandoned builds are left to
-    writers: nothing reads them)."""
+    the record or of a group inside it (with ``node``, of those the group ``node`` depends on:
+    :mod:`mrec.record.replace`; abandoned builds are left to writers: nothing reads them)."""
     name = os.fspath(path)
     if not name.endswith(".zip") and "://" not in name:
-        recover(fs or DEFAULT_FS, os.path.abspath(name), builds=False)
+        recover(fs or DEFAULT_FS, os.path.abspath(name), builds=False, node=node)
 
 
 def _temporary(key: str) -> bool:
@@ -440,7 +440,8 @@ def read_frame(path, index: int | None = None, *, group: str | None = None, fs=N
     """The record's ``frame/`` section; with ``index`` the resolved trajectory frame ``index``; with
     ``group`` the frame-shaped group at that path of any Zarr store (``""``: the store's root, a
     bare frame store as other tools write one)."""
-    _recover_for_reading(path, fs)
+    node = _group_path(group) if group is not None else TRAJ if index is not None else "frame"
+    _recover_for_reading(path, fs, node)
     store = open_store(path, fs=fs, storage_options=storage_options)
     try:
         if group is not None:
@@ -474,7 +475,7 @@ def _group_path(group: Any) -> str:
 def read_group(path, group: str, *, fs=None) -> Group:
     """The node tree (attributes, arrays, child groups) at ``group`` of the store at ``path``: how a
     section mrec does not model (kept as ``Record.unknown`` bytes) reads as data."""
-    _recover_for_reading(path, fs)
+    _recover_for_reading(path, fs, _group_path(group))
     store = open_store(path, fs=fs)
     try:
         return read_group_tree(store, _group_path(group))

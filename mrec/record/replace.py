@@ -127,10 +127,10 @@ def pending(fs, final: str) -> bool:
     return any(_present(fs, p) for p in names(final))
 
 
-def recover(fs, final: str, *, within: bool = True, builds: bool = True) -> str | None:
+def recover(fs, final: str, *, within: bool = True, builds: bool = True, node: str = "") -> str | None:
     """Finish or undo an interrupted overwrite of ``final`` (see the module doc) and, when ``final`` is
-    a directory and ``within``, of every group inside it (:func:`recover_within`, ``builds`` passed
-    on); what was done."""
+    a directory and ``within``, of every group inside it (:func:`recover_within`, ``builds`` and
+    ``node`` passed on); what was done."""
     done = None
     if pending(fs, final):
         try:
@@ -140,7 +140,7 @@ def recover(fs, final: str, *, within: bool = True, builds: bool = True) -> str 
             raise StoreError(f"an interrupted overwrite left {', '.join(p for p in names(final) if _present(fs, p))}"
                              f"; recovering it failed: {exc}", path=final) from None
     if within and fs.is_dir(final) and not fs.is_link(final):
-        inner = recover_within(fs, final, builds=builds)
+        inner = recover_within(fs, final, builds=builds, node=node)
         if inner:
             done = "; ".join(([done] if done else []) + inner)
     return done
@@ -188,24 +188,40 @@ def _is_array(fs, directory: str) -> bool:
     return isinstance(doc, dict) and doc.get("node_type") == "array"
 
 
-def _walk(fs, root: str, visit) -> None:
-    """Call ``visit(directory, entries)`` for ``root`` and every group directory under it (links never
-    followed, ``.mrec-tmp-`` directories and arrays' chunk directories never entered); ``visit``
-    returns the entries to descend into (it may change the directory first)."""
-    def walk(directory: str) -> None:
+def _walk(fs, root: str, visit, node: str = "") -> None:
+    """Call ``visit(directory, entries)`` for the directory of the group ``node`` of the record ``root``
+    and every group directory under it (links never followed, ``.mrec-tmp-`` directories and arrays'
+    chunk directories never entered), after calling it for each ancestor's directory (whose other
+    children it does not enter); ``visit`` returns the entries to go on with (it may change the
+    directory first)."""
+    def listing(directory: str) -> list[str] | None:
         try:
-            entries = fs.list_dir(directory)
+            return fs.list_dir(directory)
         except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def walk(directory: str) -> None:
+        entries = listing(directory)
+        if entries is None:
             return
         entries = visit(directory, entries)
-        subdirs = [os.path.join(directory, e) for e in entries if not e.startswith(TEMP_MARK)]
-        subdirs = [d for d in subdirs if not fs.is_link(d) and fs.is_dir(d)]
+        subdirs = [os.path.join(directory, e) for e in entries if e != "zarr.json" and not e.startswith(TEMP_MARK)]
+        subdirs = [d for d in subdirs if fs.is_dir(d) and not fs.is_link(d)]
         if subdirs and "zarr.json" in entries and _is_array(fs, directory):
             return
         for d in subdirs:
             walk(d)
 
-    walk(root)
+    directory = root
+    for part in node.split("/") if node else ():
+        entries = listing(directory)
+        if entries is None:
+            return
+        visit(directory, entries)
+        directory = os.path.join(directory, part)
+        if fs.is_link(directory):
+            return
+    walk(directory)
 
 
 def _key(root: str, directory: str, name: str) -> str:
@@ -229,11 +245,13 @@ def interrupted(fs, root: str) -> list[tuple[str, str, str]]:
     return sorted(out)
 
 
-def recover_within(fs, root: str, *, builds: bool = True) -> list[str]:
+def recover_within(fs, root: str, *, builds: bool = True, node: str = "") -> list[str]:
     """Recover every group replace a crash interrupted inside the record directory ``root``: the
     module doc's rule for each group, in its directory under that directory's lock, outermost first
     (so a group put back is walked in turn); with ``builds``, builds whose builder died are removed
-    too (readers leave them: they never read them).  What was done, one line a group."""
+    too (readers leave them: they never read them).  With ``node`` (``a/b``), only what a read of
+    that group depends on: its ancestors' directories and its own subtree.  What was done, one line
+    a group."""
     done: list[str] = []
 
     def visit(directory: str, entries: list[str]) -> list[str]:
@@ -255,7 +273,7 @@ def recover_within(fs, root: str, *, builds: bool = True) -> list[str]:
                              f"recovering it failed: {exc}", path=directory) from None
         return fs.list_dir(directory)
 
-    _walk(fs, root, visit)
+    _walk(fs, root, visit, node)
     return done
 
 

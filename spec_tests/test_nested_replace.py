@@ -207,3 +207,155 @@ def test_crash_between_the_renames_leaves_the_group(tmp_path, scenario):
             assert _version(mrec.read_frame(z, group=node)) in ("old", "new")
             with zipfile.ZipFile(z) as zf:
                 assert not [n for n in zf.namelist() if TMP in n], zf.namelist()
+
+
+def _digest(root: Path) -> list:
+    out = []
+    for d, dirs, files in sorted(os.walk(root)):
+        dirs.sort()
+        out.append((os.path.relpath(d, root), sorted((f, (Path(d) / f).read_bytes()) for f in files)))
+    return out
+
+
+def _record_with_group(parent: Path) -> Path:
+    path = parent / "r.mrec"
+    mrec.write_record(path, meta={"title": "t"}, status={"state": "s"}, frame=OLD)
+    mrec.write_frame(path, OLD, group="a/b")
+    return path
+
+
+def test_recovery_rules_for_a_group(tmp_path):
+    """The states an interrupted replace of the group ``a/b`` can leave, built by hand, and what the
+    next read makes of each: a committed new group always wins; an old one without a new one is
+    removed when the group exists and put back when it does not.  A name both a sibling and a build
+    could have made, with no partner (``.mrec-tmp-old-b.<8 hex>``: how the former protocol named
+    the group it moved aside), is left alone, reported by validate and refused by pack."""
+    cases = {   # present names -> what a/b holds after recovery
+        ("b", "new"): "new",          # committed, old not yet moved: roll forward
+        ("new", "old"): "new",        # between the two renames: roll forward
+        ("b", "old"): "b",            # swapped, old not yet removed: remove it
+        ("old",): "old",              # impossible by the protocol; roll back
+        ("new",): "new",
+    }
+    names = {"b": "b", "new": f"{TMP}new-b", "old": f"{TMP}old-b"}
+    for k, (present, want) in enumerate(cases.items()):
+        path = _record_with_group(tmp_path / f"c{k}")
+        shutil.rmtree(path / "a" / "b")
+        for which in present:
+            src = _record_with_group(tmp_path / f"src{k}-{which}")
+            if which != "b":
+                mrec.write_frame(src, NEW if which == "new" else OLD, group="a/b", overwrite=True)
+            os.rename(src / "a" / "b", path / "a" / names[which])
+        if want == "b":
+            want = "old"
+        assert _version(mrec.read_frame(path, group="a/b")) == want, (present, want)
+        assert sorted(os.listdir(path / "a")) == ["b", "zarr.json"], (present, os.listdir(path / "a"))
+
+    path = _record_with_group(tmp_path / "legacy")
+    legacy = path / "a" / f"{TMP}old-b.5ed68d80"
+    os.rename(path / "a" / "b", legacy)
+    before = _digest(path)
+    with pytest.raises(MrecError) as e:
+        mrec.read_frame(path, group="a/b")
+    assert e.value.kind == "missing_section"
+    assert legacy.is_dir()
+    report = validate(path)
+    assert [(v.rule, v.kind, v.path) for v in report.violations] == [("NREP-4", "interrupted_replace", str(legacy))]
+    with pytest.raises(MrecError) as e:
+        pack(path)
+    assert e.value.kind == "stray_temp_files" and f"{TMP}old-b.5ed68d80" in str(e.value)
+    assert _digest(path) == before
+
+
+def test_a_live_build_is_never_removed(tmp_path):
+    """A build whose writer still holds its lock (a write_section running in another process) is left
+    by every recovery -- reads, repair, pack -- and pack refuses the record meanwhile; once the lock
+    is gone, pack removes the abandoned build and packs."""
+    from mrec.fs import DEFAULT_FS
+    path = _record_with_group(tmp_path)
+    build = path / "a" / f"{TMP}b.0badf00d"
+    build.mkdir()
+    (build / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group", "attributes": {}}')
+    held = DEFAULT_FS.lock(str(build), directory=True)
+    try:
+        assert _version(mrec.read_frame(path, group="a/b")) == "old"
+        with mrec.read_record(path) as rec:
+            assert not [k for k in rec.unknown if TMP in k]
+        report = repair(path)
+        assert build.is_dir() and not [r for r in report.recovered if "removed" in r]
+        with pytest.raises(MrecError) as e:
+            pack(path, keep=True)
+        assert e.value.kind == "stray_temp_files"
+        assert build.is_dir()
+        v = validate(path)
+        assert v.ok and [w.rule for w in v.warnings] == ["NREP-4"]
+    finally:
+        held.release()
+    z = pack(path)
+    assert not build.exists() and _version(mrec.read_frame(z, group="a/b")) == "old"
+
+
+def test_validate_reports_and_repair_recovers(tmp_path):
+    """On every crash state of a nested overwrite: validate reports each ``new`` / ``old`` sibling
+    (rule NREP-4, kind interrupted_replace; a build: a warning) and changes nothing; ``mrec repair
+    --dry-run`` lists them and changes nothing; ``mrec repair`` recovers them, after which validate
+    finds nothing."""
+    kinds = set()
+    for cut, path, want in _states(tmp_path, "group"):
+        before = _digest(path.parent)
+        report = validate(path)
+        leftovers = [t for t in _temps(path)]
+        flagged = sorted(os.path.relpath(v.path, path) for v in report.violations + report.warnings
+                         if v.rule == "NREP-4")
+        assert flagged == leftovers, (cut, flagged, leftovers)
+        assert all(v.kind == "interrupted_replace" for v in report.violations + report.warnings if v.rule == "NREP-4")
+        kinds |= {v.severity for v in report.violations + report.warnings if v.rule == "NREP-4"}
+        dry = repair(path, dry_run=True)
+        assert bool(dry.recovered) == bool(leftovers), (cut, dry.recovered)
+        assert _digest(path.parent) == before
+        done = repair(path)
+        assert bool(done.recovered) == bool(leftovers), (cut, done.recovered)
+        assert _temps(path) == [] and validate(path).ok and not validate(path).warnings
+        assert _version(mrec.read_frame(path, group="a/b")) == want
+    assert kinds == {"error", "warning"}
+
+
+def _kill_nested_overwrite_at(parent: Path, step: int) -> Path:
+    """A real process overwriting the section ``frame`` of ``r.mrec`` SIGKILLed just before its
+    ``step``-th rename (its file replaces included)."""
+    path = parent / "r.mrec"
+    mrec.write_record(path, meta={}, status={"state": "s"}, frame=OLD)
+    code = ("import os, signal, numpy as np, mrec\n"
+            "real, n = os.replace, [0]\n"
+            "def dying(src, dst):\n"
+            "    n[0] += 1\n"
+            f"    if n[0] == {step}:\n"
+            "        os.kill(os.getpid(), signal.SIGKILL)\n"
+            "    real(src, dst)\n"
+            "os.replace = dying\n"
+            "os.rename = dying\n"
+            f"mrec.write_section({str(path)!r}, 'frame', {{'blocks': {{'atoms': {{'x': -np.arange(3.0)}}, "
+            "'ions': {'q': np.array([0.5, -0.5])}}}, overwrite=True)\n")
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == -signal.SIGKILL
+    return path
+
+
+def test_section_overwrite_killed_at_each_rename_recovers(tmp_path):
+    """A real process killed before each of the directory renames that end a section overwrite
+    (and the last file replace before them): the next read finds the complete old section before
+    the commit rename and the complete new one after it -- never none."""
+    from mrec.fs import RecordingFileSystem
+    probe = _record_with_group(tmp_path / "probe")
+    fs = RecordingFileSystem()
+    mrec.write_section(probe, "frame", NEW, overwrite=True, fs=fs)
+    total = sum(op.kind in ("rename", "replace") for op in fs.ops)
+    seen = []
+    for step in range(total - 3, total + 1):
+        case = tmp_path / f"k{step}"
+        case.mkdir()
+        path = _kill_nested_overwrite_at(case, step)
+        with mrec.read_record(path) as rec:
+            seen.append(_version(rec.frame))
+        assert _siblings(path) == []
+    assert seen == ["old", "old", "new", "new"], seen

@@ -123,6 +123,12 @@ def _entry(way: str, path: Path, node: str):
         return _version(mrec.read_frame(path, group=node))
     if way == "read_group":
         return _group_version(mrec.read_group(path, node))
+    if way == "repack":                             # a new record from this one: the group, no temporaries
+        from mrec.repack import repack
+        out = path.parent / "out.mrec"
+        repack(path, out)
+        assert _temps(out) == [], _temps(out)
+        return _version(mrec.read_frame(out, group=node))
     if way == "sections":
         got = mrec.sections(path)
         assert not [s for s in got if s.startswith(TMP)] and node.split("/")[0] in got, got
@@ -151,7 +157,7 @@ def _entry(way: str, path: Path, node: str):
     return None
 
 
-READS = ("read_record", "read_frame", "read_group", "sections")
+READS = ("read_record", "read_frame", "read_group", "sections", "repack")
 WRITES = ("write_section", "write_frame", "writer_create", "writer_open", "repair", "pack")
 
 

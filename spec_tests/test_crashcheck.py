@@ -50,27 +50,29 @@ def test_crashcheck_overwrite_holds_old_or_new(capsys, strict):
     assert c["ow_process"] > 100 and c["ow_power"] > 300 and c["violations"] == 0, c
 
 
+def rename_aside_commit(self, *, overwrite, refuse_exists):
+    """``replace.Build.commit`` as it was before issue 17.7: rename the old tree aside, then the new
+    one in, nothing committed under a well-known name."""
+    import secrets
+    from mrec.fs import remove_tree
+    fs, final, parent = self.fs, self.final, self.parent
+    if fs.exists(final):
+        old = os.path.join(parent, f".mrec-tmp-old-{os.path.basename(final)}.{secrets.token_hex(4)}")
+        fs.rename(final, old)
+        fs.rename(self.path, final)
+        fs.fsync_dir(parent)
+        remove_tree(fs, old)
+    else:
+        fs.rename(self.path, final)
+        fs.fsync_dir(parent)
+    self.release()
+
+
 def test_crashcheck_overwrite_catches_the_unrecoverable_window(capsys, monkeypatch):
     """The checker's power: the former protocol (rename the old record aside, then the new one in,
     nothing committed under a well-known name) leaves states where the path holds no record."""
-    import secrets
-    from mrec.fs import remove_tree
     from mrec.record import replace
-
-    def former(self, *, overwrite, refuse_exists):
-        fs, final, parent = self.fs, self.final, self.parent
-        if fs.exists(final):
-            old = os.path.join(parent, f".mrec-tmp-old-{os.path.basename(final)}.{secrets.token_hex(4)}")
-            fs.rename(final, old)
-            fs.rename(self.path, final)
-            fs.fsync_dir(parent)
-            remove_tree(fs, old)
-        else:
-            fs.rename(self.path, final)
-            fs.fsync_dir(parent)
-        self.release()
-
-    monkeypatch.setattr(replace.Build, "commit", former)
+    monkeypatch.setattr(replace.Build, "commit", rename_aside_commit)
     assert _tool().main(["--quick", "--seeds", "1", "--plan", "overwrite", "-v"]) == 1
     out = capsys.readouterr().out
     assert _counts(out)["violations"] > 0 and "the path is absent (allowed: ['old'])" in out
@@ -99,24 +101,8 @@ def test_crashcheck_nested_overwrite_holds_old_or_new(capsys, strict):
 def test_crashcheck_nested_overwrite_catches_the_rename_aside_protocol(capsys, monkeypatch):
     """The checker's power on nested groups: the former protocol (rename the old group aside, then the
     new one in) leaves states where the group is absent after recovery."""
-    import secrets
-    from mrec.fs import remove_tree
     from mrec.record import replace
-
-    def former(self, *, overwrite, refuse_exists):
-        fs, final, parent = self.fs, self.final, self.parent
-        if fs.exists(final):
-            old = os.path.join(parent, f".mrec-tmp-old-{os.path.basename(final)}.{secrets.token_hex(4)}")
-            fs.rename(final, old)
-            fs.rename(self.path, final)
-            fs.fsync_dir(parent)
-            remove_tree(fs, old)
-        else:
-            fs.rename(self.path, final)
-            fs.fsync_dir(parent)
-        self.release()
-
-    monkeypatch.setattr(replace.Build, "commit", former)
+    monkeypatch.setattr(replace.Build, "commit", rename_aside_commit)
     assert _tool().main(["--seeds", "0", "--plan", "nested-overwrite", "-v"]) == 1
     out = capsys.readouterr().out
     assert _nested_counts(out)["violations"] > 0 and "the group does not exist" in out

@@ -27,6 +27,7 @@ from mrec.fs.faulty import CrashSimulator, recording_fs
 from mrec.pack import pack
 from mrec.repair import repair
 from mrec.validate import validate
+from test_store_safety import killed_before_rename  # noqa: E402  (spec_tests is on sys.path under pytest)
 
 REPO = Path(__file__).resolve().parents[1]
 TMP = ".mrec-tmp-"
@@ -331,19 +332,8 @@ def _kill_nested_overwrite_at(parent: Path, step: int) -> Path:
     ``step``-th rename (its file replaces included)."""
     path = parent / "r.mrec"
     mrec.write_record(path, meta={}, status={"state": "s"}, frame=OLD)
-    code = ("import os, signal, numpy as np, mrec\n"
-            "real, n = os.replace, [0]\n"
-            "def dying(src, dst):\n"
-            "    n[0] += 1\n"
-            f"    if n[0] == {step}:\n"
-            "        os.kill(os.getpid(), signal.SIGKILL)\n"
-            "    real(src, dst)\n"
-            "os.replace = dying\n"
-            "os.rename = dying\n"
-            f"mrec.write_section({str(path)!r}, 'frame', {{'blocks': {{'atoms': {{'x': -np.arange(3.0)}}, "
-            "'ions': {'q': np.array([0.5, -0.5])}}}, overwrite=True)\n")
-    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.returncode == -signal.SIGKILL
+    killed_before_rename(step, f"mrec.write_section({str(path)!r}, 'frame', {{'blocks': {{'atoms': {{'x': -np.arange(3.0)}}, "
+                               "'ions': {'q': np.array([0.5, -0.5])}}}, overwrite=True)")
     return path
 
 

@@ -355,3 +355,28 @@ def test_section_overwrite_killed_at_each_rename_recovers(tmp_path):
             seen.append(_version(rec.frame))
         assert _siblings(path) == []
     assert seen == ["old", "old", "new", "new"], seen
+
+
+def test_a_group_added_to_a_record_a_crashed_overwrite_committed(tmp_path):
+    """The record itself sits committed under ``.mrec-tmp-new-<name>`` (a whole-record overwrite
+    killed between its renames): write_frame(group=...) adds the group to that record, rolled
+    forward first -- it neither makes a new store nor refuses the name as taken."""
+    path = _record_with_group(tmp_path)
+    os.rename(path, tmp_path / f"{TMP}new-r.mrec")
+    mrec.write_frame(path, NEW, group="c/d")
+    assert sorted(os.listdir(tmp_path)) == ["r.mrec"]
+    assert _version(mrec.read_frame(path, group="c/d")) == "new"
+    assert _version(mrec.read_frame(path, group="a/b")) == "old"
+
+
+def test_a_name_taken_by_a_directory_is_refused_not_replaced(tmp_path):
+    """Without overwrite, a group name held by a directory that is no node (no zarr.json) is refused
+    (kind ``exists``) by the commit, under the directory lock, and the directory is left as it was
+    (the rename-aside code replaced it silently)."""
+    path = _record_with_group(tmp_path)
+    (path / "x").mkdir()
+    (path / "x" / "keep.txt").write_text("mine")
+    with pytest.raises(MrecError) as e:
+        mrec.write_section(path, "x", mrec.Group({"k": 1}))
+    assert e.value.kind == "exists"
+    assert sorted(os.listdir(path / "x")) == ["keep.txt"] and _temps(path) == []

@@ -586,7 +586,9 @@ def write_frame(path, frame: Any, *, group: str = "", overwrite: bool = False, c
     if node == "":
         return _new_store(path, lambda store: write_frame_group(store, "", f, compression=compression),
                           overwrite=overwrite, fs=fs)
-    if not (fs or DEFAULT_FS).exists(os.path.abspath(os.fspath(path))):
+    final = os.path.abspath(os.fspath(path))
+    recover(fs or DEFAULT_FS, final, within=False)     # the record a crashed whole-record overwrite committed
+    if not (fs or DEFAULT_FS).exists(final):
         def build(store):
             write_group(store, "", {})
             keys = [meta_key("")]

@@ -29,11 +29,13 @@ of the name, :func:`read_record`, ``TrajectoryWriter.create`` / ``open`` and
 Inside a record, :func:`recover` (and :func:`recover_within`) also walks the
 record's groups -- never an array's chunks -- and applies the same rule to
 every group an interrupted replace left ``new`` / ``old`` siblings of, in
-each group's own directory, and removes builds whose builder died; so every
-entry point that reads or writes the record (``read_record``, ``read_frame``,
-``read_group``, ``sections``, ``write_section`` / ``write_frame``, the
-trajectory writer, ``mrec repair``, ``mrec pack``) finds each group complete,
-old or new.  :func:`interrupted` lists the leftovers without changing
+each group's own directory under its lock; writers, repair and pack also
+remove builds whose builder died (readers leave them: nothing reads them).
+So every entry point that reads or writes the record (``read_record``,
+``read_frame``, ``read_group``, ``sections``, ``write_section`` /
+``write_frame``, the trajectory writer, ``mrec repair``, ``mrec pack``,
+``mrec repack``) finds each group complete, old or new (a read walks only
+what it reads).  :func:`interrupted` lists the leftovers without changing
 anything (``mrec validate``, ``mrec repair --dry-run``).
 
 Writers and recovery of one ``<dir>`` serialise the renames with a ``flock`` on

@@ -41,6 +41,7 @@ from .zarr.zipwrite import ZipWriter
 
 #: Written by a live trajectory writer into the record root; holds its pid.
 from .record.lock import LOCK_NAME, announce, lock_store, parse_lock_pid, pid_alive  # noqa: F401  (re-exported)
+from .record.replace import recover
 
 RECORD_SUFFIX = ".mrec"
 ARCHIVE_SUFFIX = ".zip"
@@ -199,12 +200,13 @@ def _plan(fs: FileSystem, root: str, out, overwrite: bool) -> PackPlan:
     if fs.exists(target) and not overwrite:
         raise _refuse("exists", target, "archive already exists (pass overwrite=True to replace it)")
     keys = walk_files(fs, root)
-    stray = [k for k in keys if posixpath.basename(k).startswith(TEMP_MARK)]
+    stray = [k for k in keys if any(part.startswith(TEMP_MARK) for part in k.split("/"))]
     if stray:
         shown = ", ".join(stray[:5]) + (" ..." if len(stray) > 5 else "")
         raise _refuse("stray_temp_files", root, f"{len(stray)} stray temporary file(s) left by an "
-                                                f"interrupted write: {shown} (`mrec repair` removes "
-                                                "those an atomic replace left)")
+                                                f"interrupted write (or one in progress): {shown} (`mrec "
+                                                "repair` removes those an atomic replace left and finishes "
+                                                "an interrupted overwrite)")
     skipped = [LOCK_NAME] if LOCK_NAME in keys else []       # the lock: pack's own, or a leftover
     keys = [k for k in keys if k not in skipped]
     entries = [(k, fs.size(os.path.join(root, *k.split("/")))) for k in entry_order(keys)]
@@ -272,6 +274,8 @@ def pack(path: str | os.PathLike, *, keep: bool = False, fs: FileSystem | None =
     if is_url(path):
         raise refuse_remote_write(path, "pack from")
     root = os.fspath(path).rstrip("/") or os.fspath(path)
+    if root.endswith(RECORD_SUFFIX):     # an overwrite a crash interrupted, of the record or a group in it
+        recover(fs, os.path.abspath(root))
     _check_record_dir(fs, root)
     held = _lock(fs, root, keep)         # held until the source is gone: one pack, no writer meanwhile
     if is_url(out):                      # stream the archive up (mrec.pack_remote); returns the URL

@@ -46,6 +46,7 @@ import numpy as np
 
 from .errors import RefusalError
 from .fs import DEFAULT_FS, remove_tree
+from .fs.posix import TEMP_MARK
 from .zarr.array import Array, meta_key, read_node
 from .zarr.codecs.shuffle import ShuffleCodec
 from .zarr.codecs.zstd_ import ZstdCodec
@@ -176,6 +177,9 @@ def repack(src, out, *, profile: str = "small", overwrite: bool = False, storage
     src_s = os.fspath(src)
     if not is_url(src_s) and os.path.abspath(src_s) == os.path.abspath(out):
         raise RefusalError("repack writes a new record; the target is the source", path=out, kind="bad_target")
+    if not is_url(src_s) and not src_s.endswith(".zip"):    # an overwrite a crash interrupted (record.replace)
+        from .record.replace import recover
+        recover(fs, os.path.abspath(src_s), builds=False)
     store = open_store(src, storage_options=storage_options)
     try:
         _check_closed(store, src_s)
@@ -234,7 +238,7 @@ def _copy(store, dst: DirectoryStore, logical: dict[str, int], layout, prof: Rep
                 rewritten.append(p)
     prefixes = tuple(p + "/" for p in rewritten)
     for key in keys:
-        if key == LOCK_NAME or key.startswith(prefixes):
+        if key == LOCK_NAME or key.startswith(prefixes) or any(p.startswith(TEMP_MARK) for p in key.split("/")):
             continue
         raw = store.get(key)
         if raw is None:

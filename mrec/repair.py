@@ -29,7 +29,7 @@ from .errors import MrecError, StoreError
 from .record.leftovers import link_refusal, prepare_for_writing, scan
 from .fs import DEFAULT_FS
 from .record.lock import lock_store
-from .record.replace import recover
+from .record.replace import interrupted, names, recover, recover_within
 from .record.repair import RepairReport, ShardRepair, repair_store
 from .zarr.store import DirectoryStore
 
@@ -42,8 +42,21 @@ def repair(path, *, dry_run: bool = False, fs=None) -> RepairReport:
     if is_url(path):
         raise refuse_remote_write(path, "repair")
     p = os.fspath(path)
-    if not dry_run:
-        recover(fs or DEFAULT_FS, os.path.abspath(p))    # an overwrite a crash interrupted (mrec.record.replace)
+    recovered: list[str] = []
+    if not dry_run:            # overwrites a crash interrupted, of the record and of groups in it (mrec.record.replace)
+        done = recover(fs or DEFAULT_FS, os.path.abspath(p), within=False)
+        recovered = [f"the record: {done}"] if done else []
+        if os.path.isdir(p):
+            recovered += recover_within(fs or DEFAULT_FS, os.path.abspath(p))
+    else:
+        recovered = [f"the record: {os.path.basename(s)} left" for s in names(os.path.abspath(p))
+                     if (fs or DEFAULT_FS).exists(s)]
+        if os.path.isdir(p):
+            found: dict[str, list[str]] = {}
+            for what, group, leftover in interrupted(fs or DEFAULT_FS, p):
+                if what != "unknown":
+                    found.setdefault(group, []).append(leftover)
+            recovered += [f"{group}: {', '.join(left)} left" for group, left in found.items()]
     if not os.path.isdir(p):
         raise StoreError("repair works on a *.mrec directory (a packed *.mrec.zip is never appended to)", path=p)
     store = DirectoryStore(p, fs=fs, readonly=dry_run)
@@ -53,12 +66,14 @@ def repair(path, *, dry_run: bool = False, fs=None) -> RepairReport:
             raise link_refusal(p, links, "repairing")
         report = repair_store(store, dry_run=True)
         report.removed_temps = temps
+        report.recovered = recovered
         return report
     held = lock_store(store.fs, p, "repair")          # a live writer or pack: live_writer
     try:
         removed = prepare_for_writing(store.fs, p, "repairing")   # links refused, temp leftovers removed
         report = repair_store(store)
         report.removed_temps = removed
+        report.recovered = recovered
         return report
     finally:
         held.release()

@@ -62,6 +62,7 @@ RULES: dict[str, str] = {
     "RT-1": "a chunk or shard never written reads as the fill value (reported for trajectory arrays)",
     "RT-6": "a chunk whose bytes run past the end of its shard file is corruption, never fill",
     "SS-1": "a record directory holds files and directories, no symbolic links",
+    "NREP-4": "no leftover of an interrupted replace of the record or of a group inside it",
 }
 
 #: The rule a refusal kind belongs to (when the check itself does not say).
@@ -164,6 +165,7 @@ class _Checker:
             self.check_zip(path)
         elif os.path.isdir(path):
             self.check_links(path)
+            self.check_interrupted(path)
         if not (path.rstrip("/").endswith(".mrec") or path.endswith(".mrec.zip")):
             self.add("N-1.1n", path, "a record is named <stem>.mrec (directory) or <stem>.mrec.zip (archive)",
                      severity="warning")
@@ -213,6 +215,35 @@ class _Checker:
             self.add("SS-1", os.path.join(path, *key.split("/")), "a symbolic link: a record holds files, not "
                      "links (pack refuses it; a writer or repair would write through it, outside the record)",
                      "bad_layout")
+
+    def check_interrupted(self, path: str) -> None:
+        """What an interrupted overwrite left, of the record (its ``.mrec-tmp-new-`` / ``old-`` siblings)
+        or of a group inside it (mrec.record.replace): reported, never recovered here (the next read,
+        write, ``mrec repair`` or pack of the record recovers it)."""
+        from .fs import DEFAULT_FS
+        from .record.replace import interrupted, names
+        fs = self.fs or DEFAULT_FS
+        for sibling in names(os.path.abspath(path)):
+            if fs.exists(sibling) or fs.is_link(sibling):
+                self.add("NREP-4", sibling, "an interrupted overwrite of the record left this sibling: as stored, "
+                         "the path may not hold what a reader gets; the next read, write or `mrec repair` of "
+                         "the record finishes it (a committed new record wins)", "interrupted_replace")
+        for what, group, leftover in interrupted(fs, path):
+            where = os.path.join(path, *leftover.split("/"))
+            if what == "replace":
+                self.add("NREP-4", where, f"an interrupted replace of the group {group!r} left this sibling: as "
+                         f"stored, {group!r} is not what a reader gets; the next read, write, `mrec repair` or "
+                         "pack of the record finishes it (a committed new group wins)", "interrupted_replace")
+            elif what == "build":
+                self.add("NREP-4", where, f"a build of the group {group!r} (write_section / write_frame "
+                         "interrupted, or still running): nothing reads it; once its writer is gone the next "
+                         "write, `mrec repair` or pack of the record removes it", "interrupted_replace",
+                         severity="warning")
+            else:
+                self.add("NREP-4", where, "a leftover of an interrupted replace mrec cannot attribute (the "
+                         "former rename-aside protocol named the group it moved away so): put it back under "
+                         "its group's name or remove it; pack refuses the record while it is there",
+                         "interrupted_replace")
 
     def check_nodes(self) -> dict[str, object]:
         """Parse every zarr.json; returns node path -> metadata for the parseable ones."""

@@ -50,30 +50,62 @@ def test_crashcheck_overwrite_holds_old_or_new(capsys, strict):
     assert c["ow_process"] > 100 and c["ow_power"] > 300 and c["violations"] == 0, c
 
 
+def rename_aside_commit(self, *, overwrite, refuse_exists):
+    """``replace.Build.commit`` as it was before issue 17.7: rename the old tree aside, then the new
+    one in, nothing committed under a well-known name."""
+    import secrets
+    from mrec.fs import remove_tree
+    fs, final, parent = self.fs, self.final, self.parent
+    if fs.exists(final):
+        old = os.path.join(parent, f".mrec-tmp-old-{os.path.basename(final)}.{secrets.token_hex(4)}")
+        fs.rename(final, old)
+        fs.rename(self.path, final)
+        fs.fsync_dir(parent)
+        remove_tree(fs, old)
+    else:
+        fs.rename(self.path, final)
+        fs.fsync_dir(parent)
+    self.release()
+
+
 def test_crashcheck_overwrite_catches_the_unrecoverable_window(capsys, monkeypatch):
     """The checker's power: the former protocol (rename the old record aside, then the new one in,
     nothing committed under a well-known name) leaves states where the path holds no record."""
-    import secrets
-    from mrec.fs import remove_tree
     from mrec.record import replace
-
-    def former(self, *, overwrite, refuse_exists):
-        fs, final, parent = self.fs, self.final, self.parent
-        if fs.exists(final):
-            old = os.path.join(parent, f".mrec-tmp-old-{os.path.basename(final)}.{secrets.token_hex(4)}")
-            fs.rename(final, old)
-            fs.rename(self.path, final)
-            fs.fsync_dir(parent)
-            remove_tree(fs, old)
-        else:
-            fs.rename(self.path, final)
-            fs.fsync_dir(parent)
-        self.release()
-
-    monkeypatch.setattr(replace.Build, "commit", former)
+    monkeypatch.setattr(replace.Build, "commit", rename_aside_commit)
     assert _tool().main(["--quick", "--seeds", "1", "--plan", "overwrite", "-v"]) == 1
     out = capsys.readouterr().out
     assert _counts(out)["violations"] > 0 and "the path is absent (allowed: ['old'])" in out
+
+
+def _nested_counts(out: str) -> dict:
+    import re
+    m = re.search(r"crashcheck nested overwrite: (\d+) ops .*process-crash states (\d+), power-loss states (\d+) "
+                  r".*violations (\d+)", out)
+    return dict(zip(("ops", "process", "power", "violations"), map(int, m.groups())))
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_crashcheck_nested_overwrite_holds_old_or_new(capsys, strict):
+    """write_section(frame, overwrite=True) and write_frame(group="a/b", overwrite=True) cut at every op,
+    both failure models, each state given to one entry point of the record (read_record, read_frame,
+    read_group, write_section, TrajectoryWriter.create, repair, pack): the group holds the complete
+    old or new version (the new one once committed), the rest of the record is intact, nothing of the
+    replace is left and pack archives none of it."""
+    args = ["--seeds", "1", "--plan", "nested-overwrite"] + (["--strict-metadata"] if strict else [])
+    assert _tool().main(args) == 0
+    c = _nested_counts(capsys.readouterr().out)
+    assert c["process"] > 90 and c["power"] > 250 and c["violations"] == 0, c
+
+
+def test_crashcheck_nested_overwrite_catches_the_rename_aside_protocol(capsys, monkeypatch):
+    """The checker's power on nested groups: the former protocol (rename the old group aside, then the
+    new one in) leaves states where the group is absent after recovery."""
+    from mrec.record import replace
+    monkeypatch.setattr(replace.Build, "commit", rename_aside_commit)
+    assert _tool().main(["--seeds", "0", "--plan", "nested-overwrite", "-v"]) == 1
+    out = capsys.readouterr().out
+    assert _nested_counts(out)["violations"] > 0 and "the group does not exist" in out
 
 
 def test_power_loss_model_moves_a_renamed_directory_with_its_contents(tmp_path):

@@ -391,11 +391,10 @@ def _status(path) -> str:
         return r.status["state"]
 
 
-def _kill_overwrite_at(tmp_path, step: int) -> Path:
-    """A real process overwriting ``r.mrec`` SIGKILLed just before its ``step``-th rename."""
-    path = tmp_path / "r.mrec"
-    mrec.write_record(path, meta={}, status={"state": "old"})
-    code = ("import os, signal, mrec\n"
+def killed_before_rename(step: int, call: str) -> None:
+    """Run ``call`` (Python, with ``os``, ``np`` and ``mrec`` imported) in a real process SIGKILLed just
+    before its ``step``-th rename (``os.replace`` / ``os.rename``)."""
+    code = ("import os, signal, numpy as np, mrec\n"
             "real, n = os.replace, [0]\n"
             "def dying(src, dst):\n"
             "    n[0] += 1\n"
@@ -404,9 +403,16 @@ def _kill_overwrite_at(tmp_path, step: int) -> Path:
             "    real(src, dst)\n"
             "os.replace = dying\n"
             "os.rename = dying\n"
-            f"mrec.write_record({str(path)!r}, meta={{}}, status={{'state': 'new'}}, overwrite=True)\n")
+            f"{call}\n")
     proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == -signal.SIGKILL
+
+
+def _kill_overwrite_at(tmp_path, step: int) -> Path:
+    """A real process overwriting ``r.mrec`` SIGKILLed just before its ``step``-th rename."""
+    path = tmp_path / "r.mrec"
+    mrec.write_record(path, meta={}, status={"state": "old"})
+    killed_before_rename(step, f"mrec.write_record({str(path)!r}, meta={{}}, status={{'state': 'new'}}, overwrite=True)")
     return path
 
 

@@ -26,6 +26,16 @@ complete old or the complete new record (the new one once its commit rename is
 issued / durable), no well-known sibling is left, and a further overwrite
 leaves nothing beside the record.
 
+The ``nested-overwrite`` sessions do the same inside a record: a section
+(``write_section(frame, overwrite=True)``) and a group (``write_frame(group=
+"a/b", overwrite=True)``) replaced, every op of the overwrite cut under both
+models, each state given in turn to one entry point of the record (a read of
+the record, the frame or the group tree, a write of another section, a
+trajectory writer's create, ``mrec repair``, ``pack``): the group holds
+exactly the complete old or new version (new once its commit rename is issued /
+durable), the rest of the record is intact, no ``.mrec-tmp-`` sibling is left
+(nothing at all after a writer, repair or pack) and pack archives none.
+
 With ``--faults`` it checks write errors instead of crashes: each session is
 replayed once per injection point (every write, replace, rename, truncate,
 remove, mkdir, fsync and directory fsync the writer issues after create /
@@ -399,6 +409,8 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
                 print(f"  overwrite: {ow['ops']} ops, process-crash states {ow['process']}, "
                       f"power-loss states {ow['power']}", flush=True)
             counts["ow-process"], counts["ow-power"] = ow["process"], ow["power"]
+        if not only or "nested-overwrite" in only:
+            run_nested_overwrite(work, seeds, ordered, limit_cuts, violations, verbose)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     model = "ordered metadata (journaling fs)" if ordered else "strict (only fsync orders)"
@@ -699,6 +711,157 @@ def run_overwrite(work: str, seeds: int, ordered: bool, limit_cuts: int | None, 
     return counts
 
 
+# -- nested overwrites: write_section / write_frame(group=) replace a group inside a record --------------
+
+NESTED = {"section": "frame", "group": "a/b"}        # the session -> the group it replaces
+NESTED_WAYS = ("read_record", "read_frame", "read_group", "write", "writer", "repair", "pack")
+
+
+def _nested_version(frame) -> str | None:
+    """'old' / 'new' when ``frame`` is bit-identical to that version's frame (OW_VERSIONS), else None."""
+    from types import SimpleNamespace
+    doc = {"meta": {"title": "t"}, "status": {"state": "s"}}
+    got = SimpleNamespace(frame=frame, system=None, **doc)
+    return next((v for v in ("old", "new") if _matches(got, {**doc, "frame": OW_VERSIONS[v]["frame"]})), None)
+
+
+def _temp_names(root: str, siblings_only: bool) -> list[str]:
+    """``.mrec-tmp-`` names in the tree (only ``new-`` / ``old-`` siblings with ``siblings_only``)."""
+    marks = (".mrec-tmp-new-", ".mrec-tmp-old-") if siblings_only else (".mrec-tmp-",)
+    out = []
+    for d, dirs, files in os.walk(root):
+        out += [os.path.relpath(os.path.join(d, n), root) for n in dirs + files if n.startswith(marks)]
+    return sorted(out)
+
+
+def _nested_overwrite(path: str, scenario: str, version: str, fs=None) -> None:
+    frame = OW_VERSIONS[version]["frame"]
+    if scenario == "section":
+        mrec.write_section(path, "frame", frame, overwrite=True, fs=fs)
+    else:
+        mrec.write_frame(path, frame, group="a/b", overwrite=True, fs=fs)
+
+
+def check_nested_state(parent: str, scenario: str, allowed: set[str], via: str) -> str | None:
+    """Give the crash state to one entry point of the record (``via``), then: what it read is an
+    allowed version; no new / old sibling is left (a writer, repair or pack: no ``.mrec-tmp-`` name
+    at all); the group holds exactly that allowed version, the record's other group and documents
+    are intact; a further overwrite of the group leaves nothing of itself behind."""
+    from mrec.pack import pack
+    node = NESTED[scenario]
+    other = "a/b" if node == "frame" else "frame"
+    path = os.path.join(parent, "r.mrec")
+    read = None
+    try:
+        if via == "read_record":
+            with mrec.read_record(path) as rec:
+                shown = [s for s in rec.sections() if s.startswith(".mrec-tmp-")] + \
+                    [k for k in rec.unknown if ".mrec-tmp-" in k]
+                if shown:
+                    return f"read_record shows temporary nodes: {shown[:4]}"
+                read = _nested_version(rec.frame) if node == "frame" else None
+        elif via == "read_frame":
+            read = _nested_version(mrec.read_frame(path, group=node))
+        elif via == "read_group":
+            g = mrec.read_group(path, node)
+            read = _nested_version(mrec.Frame(blocks={b: dict(s.arrays) for b, s in g.groups.items()}))
+        elif via == "write":
+            mrec.write_section(path, "notes", {"attributes": {"k": 1}})
+        elif via == "writer":
+            mrec.TrajectoryWriter.create(path, schema()).close()
+        elif via == "repair":
+            try:
+                repair(path)
+            except mrec.MrecError:
+                pass                          # a record without a trajectory: repair checks nothing more
+        elif via == "pack":
+            z = pack(path, keep=True)
+            import zipfile
+            with zipfile.ZipFile(z) as zf:
+                packed = [n for n in zf.namelist() if ".mrec-tmp-" in n]
+            if packed:
+                return f"pack archived temporaries: {packed[:4]}"
+            read = _nested_version(mrec.read_frame(z, group=node))
+            os.remove(z)
+        else:
+            raise ValueError(via)
+        if via.startswith("read") and read is None and via != "read_record" or (read is not None and read not in allowed):
+            return f"{via} read {read or 'neither version'}; allowed: {sorted(allowed)}"
+        left = _temp_names(path, siblings_only=via.startswith("read"))
+        if left:
+            return f"left after {via}: {left[:4]}"
+        now = _nested_version(mrec.read_frame(path, group=node))
+        if now not in allowed or (read is not None and now != read):
+            return f"after {via} the group holds {now or 'neither version'}; allowed {sorted(allowed)}, read {read}"
+        if _nested_version(mrec.read_frame(path, group=other)) != "old":
+            return f"the group {other!r}, not replaced, changed"
+        with mrec.read_record(path) as rec:
+            if rec.meta.get("title") != "t" or rec.status != {"state": "s"}:
+                return "the record's documents changed"
+        _nested_overwrite(path, scenario, "new")
+    except mrec.MrecError as exc:
+        return f"{via}: {type(exc).__name__}: {exc}"
+    left = _temp_names(path, siblings_only=False)
+    return f"a further overwrite left {left[:4]}" if left else None
+
+
+def run_nested_overwrite(work: str, seeds: int, ordered: bool, limit_cuts: int | None, violations: list,
+                         verbose: bool = False) -> dict:
+    """A record with a section ``frame`` and a group ``a/b``, then ``write_section(frame, overwrite=True)``
+    (session ``section``) or ``write_frame(group="a/b", overwrite=True)`` (session ``group``), each cut at
+    every op of the overwrite under both models; each state recovered by one entry point, in turn."""
+    t0 = time.time()
+    counts = {"ops": 0, "process": 0, "power": 0}
+    for scenario, node in NESTED.items():
+        parent = os.path.join(work, f"nested-{scenario}")
+        os.makedirs(parent)
+        fs = recording_fs()
+        path = os.path.join(parent, "r.mrec")
+        mrec.write_record(path, fs=fs, meta={"title": "t"}, status={"state": "s"}, frame=OW_VERSIONS["old"]["frame"])
+        mrec.write_frame(path, OW_VERSIONS["old"]["frame"], group="a/b", fs=fs)
+        start = len(fs.ops)
+        _nested_overwrite(path, scenario, "new", fs=fs)
+        ops = fs.ops
+        group_dir = os.path.dirname(os.path.join(path, *node.split("/")))
+        build = f".mrec-tmp-{node.rsplit('/', 1)[-1]}."
+        # the new group is complete under some name once its build is renamed (-> .mrec-tmp-new-<name>)
+        commit = next(i for i in range(start, len(ops)) if ops[i].kind == "rename"
+                      and os.path.basename(ops[i].data.decode()).startswith(build))
+        durable = next(i for i in range(commit, len(ops)) if ops[i].kind == "fsync_dir" and ops[i].path == group_dir)
+        sim = CrashSimulator(ops, parent)
+        counts["ops"] += len(ops) - start
+        cuts = range(start, len(ops) + 1)
+        if limit_cuts:
+            cuts = range(start, len(ops) + 1, max(1, (len(ops) + 1 - start) // limit_cuts))
+        memo: dict = {}
+        for cut in cuts:
+            proc = {"new"} if cut > commit else {"old"}
+            power = {"new"} if cut > durable else {"old", "new"} if cut > commit else {"old"}
+            variants = [False, True] if cut < len(ops) and ops[cut].kind == "replace" else [False]
+            states = [("process", proc, lambda d, st=st: sim.materialise_process(cut, d, stray_temp=st))
+                      for st in variants]
+            states += [("power", power, lambda d, sd=sd: sim.materialise_power(cut, d, seed=sd, ordered_metadata=ordered))
+                       for sd in [None, "all"] + [cut * 1000 + k for k in range(seeds)]]
+            for k, (model, allowed, make) in enumerate(states):
+                dest = os.path.join(work, "nested-state")
+                shutil.rmtree(dest, ignore_errors=True)
+                make(dest)
+                counts[model] += 1
+                via = NESTED_WAYS[(cut + k) % len(NESTED_WAYS)]
+                key = (tree_digest(dest), frozenset(allowed), via)
+                if key not in memo:
+                    memo[key] = _guard(check_nested_state, dest, scenario, allowed, via)
+                if memo[key]:
+                    violations.append(f"[{model}] nested {scenario} overwrite cut {cut}/{len(ops)} "
+                                      f"({_op(ops, cut)}) via {via}: {memo[key]}")
+        shutil.rmtree(parent, ignore_errors=True)
+    bad = sum(v.startswith(("[process] nested", "[power] nested")) for v in violations)
+    print(f"crashcheck nested overwrite: {counts['ops']} ops (a section, a write_frame group), process-crash "
+          f"states {counts['process']}, power-loss states {counts['power']} "
+          f"[{'ordered metadata' if ordered else 'strict'}], violations {bad}, {time.time() - t0:.1f} s", flush=True)
+    return counts
+
+
 def _op(ops, cut):
     if cut >= len(ops):
         return "end"
@@ -810,7 +973,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cuts", type=int, default=None, help="check about this many evenly spaced cuts, not every one")
     ap.add_argument("--plan", action="append", default=None,
                     help="check only this session (repeatable): " + ", ".join(p.name for p in plans(False))
-                    + ", overwrite (write_record(overwrite=True))")
+                    + ", overwrite (write_record(overwrite=True)), nested-overwrite "
+                    "(write_section / write_frame(group=...) with overwrite=True)")
     ap.add_argument("--durable-always", action="store_true",
                     help="record the sessions with TrajectoryWriter(durable='always'): every flush fsynced "
                          "(what --strict-metadata needs for every commit to be durable)")

@@ -18,7 +18,10 @@ What mrec decides where the spec is silent (docs/user-guide.md):
   ``.mrec-tmp-new-<name>`` and swapped in; a crash anywhere leaves the old or
   the new record under the name, or the new one under that sibling, from
   which the next write / read / writer open / ``mrec repair`` of the name
-  rolls forward (:mod:`mrec.record.replace`).
+  rolls forward (:mod:`mrec.record.replace`).  A group replaced inside a
+  record (:func:`write_section`, :func:`write_frame` with ``group``) runs the
+  same protocol in its parent group's directory, and every read and write of
+  the record recovers such a replace first.
 * Everything mrec does not model -- unknown root sections, unknown nodes
   inside known sections, the metrics WAL -- is kept as raw bytes per key and written back verbatim by :meth:`Record.write`;
   the trajectory is copied key by key, verbatim, too.
@@ -30,13 +33,12 @@ from __future__ import annotations
 
 import os
 import posixpath
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import RefusalError, path_refusal
-from ..fs import DEFAULT_FS, remove_tree
+from ..fs import DEFAULT_FS
 from ..fs.posix import TEMP_MARK
 from ..zarr.array import meta_key, read_node, write_group
 from ..zarr.metadata import GroupMetadata
@@ -210,7 +212,7 @@ def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
         raise refuse_remote_write(path, "write a record to")
     fs = fs or DEFAULT_FS
     final = os.path.abspath(os.fspath(path))
-    recover(fs, final)                             # an overwrite a crash interrupted, first
+    recover(fs, final, within=False)               # an overwrite a crash interrupted, first
     if (fs.exists(final) or fs.is_link(final)) and not overwrite:
         raise _refuse("exists", "the path exists (pass overwrite=True to replace it)", final)
     check_system_alignment(rec.system, rec.trajectory, final)
@@ -344,7 +346,7 @@ def _document(store, name: str, check) -> dict | None:
 
 
 def _section_names(store) -> list[str]:
-    return sorted(n for n in store.list_dir("") if read_node(store, n) is not None)
+    return sorted(n for n in store.list_dir("") if not n.startswith(TEMP_MARK) and read_node(store, n) is not None)
 
 
 def read_record(path, *, fs=None, storage_options=None) -> Record:
@@ -354,9 +356,7 @@ def read_record(path, *, fs=None, storage_options=None) -> Record:
     ``record.trajectory``), everything else is read.  Close the record (or
     use ``with``) to release a zip archive.
     """
-    name = os.fspath(path)
-    if not name.endswith(".zip") and "://" not in name:
-        recover(fs or DEFAULT_FS, os.path.abspath(name))    # an overwrite a crash interrupted
+    _recover_for_reading(path, fs)
     store = open_store(path, fs=fs, storage_options=storage_options)
     try:
         rec = _read(store, os.fspath(path))
@@ -366,6 +366,20 @@ def read_record(path, *, fs=None, storage_options=None) -> Record:
     except BaseException:
         store.close()
         raise
+
+
+def _recover_for_reading(path, fs, node: str = "") -> None:
+    """Before a read of a local record directory: finish or undo an overwrite a crash interrupted, of
+    the record or of a group inside it (with ``node``, of those the group ``node`` depends on:
+    :mod:`mrec.record.replace`; abandoned builds are left to writers: nothing reads them)."""
+    name = os.fspath(path)
+    if not name.endswith(".zip") and "://" not in name:
+        recover(fs or DEFAULT_FS, os.path.abspath(name), builds=False, node=node)
+
+
+def _temporary(key: str) -> bool:
+    """A key inside (or naming) a ``.mrec-tmp-`` file or directory: protocol state, never content."""
+    return any(part.startswith(TEMP_MARK) for part in key.split("/"))
 
 
 def _read(store, path: str) -> Record:
@@ -401,7 +415,7 @@ def _read(store, path: str) -> Record:
     for key in store.list(""):
         top = key.split("/", 1)[0]
         base = posixpath.basename(key)
-        if key in consumed or top in modelled or base == LOCK_NAME or base.startswith(TEMP_MARK):
+        if key in consumed or top in modelled or base == LOCK_NAME or _temporary(key):
             continue
         unknown.append(key)
     if "metrics" in names:
@@ -426,6 +440,8 @@ def read_frame(path, index: int | None = None, *, group: str | None = None, fs=N
     """The record's ``frame/`` section; with ``index`` the resolved trajectory frame ``index``; with
     ``group`` the frame-shaped group at that path of any Zarr store (``""``: the store's root, a
     bare frame store as other tools write one)."""
+    node = _group_path(group) if group is not None else TRAJ if index is not None else "frame"
+    _recover_for_reading(path, fs, node)
     store = open_store(path, fs=fs, storage_options=storage_options)
     try:
         if group is not None:
@@ -459,6 +475,7 @@ def _group_path(group: Any) -> str:
 def read_group(path, group: str, *, fs=None) -> Group:
     """The node tree (attributes, arrays, child groups) at ``group`` of the store at ``path``: how a
     section mrec does not model (kept as ``Record.unknown`` bytes) reads as data."""
+    _recover_for_reading(path, fs, _group_path(group))
     store = open_store(path, fs=fs)
     try:
         return read_group_tree(store, _group_path(group))
@@ -475,7 +492,7 @@ def _new_store(path, write, *, overwrite: bool, fs) -> Path:
     complete store under the name or one the next open recovers (:mod:`mrec.record.replace`)."""
     fs = fs or DEFAULT_FS
     final = os.path.abspath(os.fspath(path))
-    recover(fs, final)                             # an overwrite a crash interrupted, first
+    recover(fs, final, within=False)               # an overwrite a crash interrupted, first
     if (fs.exists(final) or fs.is_link(final)) and not overwrite:
         raise _refuse("exists", "the path exists (pass overwrite=True to replace it)", final)
     parent, name = os.path.split(final)
@@ -501,28 +518,20 @@ def _new_store(path, write, *, overwrite: bool, fs) -> Path:
     return Path(final)
 
 
-def _swap_in(fs, tmp: str, final: str, parent: str) -> None:
-    """Rename ``tmp`` to ``final``, replacing (and then removing) what was there."""
-    if fs.exists(final):
-        old = os.path.join(parent, f"{TEMP_MARK}old-{os.path.basename(final)}.{secrets.token_hex(4)}")
-        fs.rename(final, old)
-        fs.rename(tmp, final)
-        fs.fsync_dir(parent)
-        remove_tree(fs, old) if fs.is_dir(old) else fs.remove(old)
-    else:
-        fs.rename(tmp, final)
-        fs.fsync_dir(parent)
-
-
 def _add_node(root, node: str, write, *, overwrite: bool, fs) -> Path:
-    """Add the group ``node`` (written by ``write(store, path)``) to the existing directory store ``root``:
-    built under a temporary sibling name inside its parent group, fsynced, renamed into place.  Missing
-    parent groups get an empty ``zarr.json``."""
+    """Add the group ``node`` (written by ``write(store, path)``) to the existing directory store ``root``.
+
+    Missing parent groups get an empty ``zarr.json``.  The group is built under a build name in its
+    parent group's directory, fsynced and moved under its name by the protocol of whole records
+    (:class:`~mrec.record.replace.Build`): replacing an existing group, the complete new one is
+    first committed under ``.mrec-tmp-new-<name>``, so a crash leaves the old group or the new one,
+    which the next read or write of the record recovers."""
     fs = fs or DEFAULT_FS
     final_root = os.path.abspath(os.fspath(root))
     if not fs.is_dir(final_root):
         raise _refuse("not_a_record", "sections are added to a directory store (*.mrec), not to a packed "
                                       "archive: unpack it first", final_root)
+    recover(fs, final_root)                        # overwrites a crash interrupted (of any group), first
     store = DirectoryStore(final_root, fs=fs)
     if not isinstance(read_node(store, ""), GroupMetadata):
         raise _refuse("not_a_record", "no Zarr group at the top of the store", store.describe(""))
@@ -538,21 +547,19 @@ def _add_node(root, node: str, write, *, overwrite: bool, fs) -> Path:
             store.fsync_dir(posixpath.dirname(p))
         elif not isinstance(got, GroupMetadata):
             raise _refuse("bad_layout", f"{p!r} is an array, not a group", store.describe(p))
-    tmp_name = f"{TEMP_MARK}{name}.{secrets.token_hex(4)}"
+    build = Build(fs, os.path.join(final_root, *node.split("/")))    # .mrec-tmp-<name>.<hex>, locked
+    tmp_name = os.path.basename(build.start())
     tmp = posixpath.join(parent_node, tmp_name) if parent_node else tmp_name
     try:
-        store.makedirs(tmp)
         try:
             keys = write(store, tmp)
         except UnicodeEncodeError as exc:
             raise _unencodable_refusal(exc, store.describe(node)) from None
         _fsync_tree(store, keys)
-        parent_dir = os.path.join(final_root, *parts)
-        _swap_in(fs, os.path.join(parent_dir, tmp_name), os.path.join(parent_dir, name), parent_dir)
+        build.commit(overwrite=overwrite, refuse_exists=lambda: _refuse(
+            "exists", f"{node!r} exists (pass overwrite=True to replace it)", store.describe(node)))
     except BaseException:
-        full = os.path.join(final_root, *tmp.split("/"))
-        if fs.exists(full):
-            remove_tree(fs, full)
+        build.abort()
         raise
     return Path(final_root)
 
@@ -579,7 +586,9 @@ def write_frame(path, frame: Any, *, group: str = "", overwrite: bool = False, c
     if node == "":
         return _new_store(path, lambda store: write_frame_group(store, "", f, compression=compression),
                           overwrite=overwrite, fs=fs)
-    if not (fs or DEFAULT_FS).exists(os.path.abspath(os.fspath(path))):
+    final = os.path.abspath(os.fspath(path))
+    recover(fs or DEFAULT_FS, final, within=False)     # the record a crashed whole-record overwrite committed
+    if not (fs or DEFAULT_FS).exists(final):
         def build(store):
             write_group(store, "", {})
             keys = [meta_key("")]
@@ -645,6 +654,7 @@ def write_section(path, name: str, value: Any, *, overwrite: bool = False, compr
 
 def sections(path, *, fs=None, storage_options=None) -> list[str]:
     """Names of the root sections of a record, ``meta`` first (present even when only implied)."""
+    _recover_for_reading(path, fs)
     store = open_store(path, fs=fs, storage_options=storage_options)
     try:
         root = read_node(store, "")

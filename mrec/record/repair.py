@@ -55,6 +55,8 @@ class RepairReport:
     #: and its last needed row is the fill value — a power loss and a cut file look alike there
     stand_ins: list[tuple[str, str]] = field(default_factory=list)
     removed_temps: list[str] = field(default_factory=list)      # temp files of an atomic replace a crash left
+    #: interrupted overwrites of the record or of groups inside it, recovered (dry run: found)
+    recovered: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -71,6 +73,9 @@ class RepairReport:
             lines.append(f"  unrecoverable {key}: {why}")
         for key, what in self.stand_ins:
             lines.append(f"  note {key}: {what}")
+        if self.recovered:
+            verb_r = "would recover" if self.dry_run else "recovered"
+            lines.append(f"  {verb_r} {len(self.recovered)} interrupted overwrite(s): {'; '.join(self.recovered)}")
         if self.removed_temps:
             verb_t = "would remove" if self.dry_run else "removed"
             shown = ", ".join(self.removed_temps[:5]) + (" ..." if len(self.removed_temps) > 5 else "")

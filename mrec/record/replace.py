@@ -1,7 +1,10 @@
-"""Putting a whole record directory under its name: create, and replace recoverably.
+"""Putting a directory under its name: create, and replace recoverably.
 
-A record ``<dir>/<name>`` is built under a *build* name, fsynced, then moved
-under its name.  The names, all in ``<dir>``:
+The directory is a whole record ``<dir>/<name>`` or a group at any depth inside
+one (``write_section``, ``write_frame(group=...)``: ``<dir>`` is then the parent
+group's directory); one protocol and one recovery serve both.  It is built
+under a *build* name, fsynced, then moved under its name.  The names, all in
+``<dir>``:
 
 * ``.mrec-tmp-<name>.<8 hex>`` — a build in progress; its builder holds a
   ``flock`` on the directory while building, so a build whose lock nobody holds
@@ -23,12 +26,25 @@ record without a new one is removed when ``<name>`` exists and put back under
 of the name, :func:`read_record`, ``TrajectoryWriter.create`` / ``open`` and
 ``mrec repair`` of it.
 
+Inside a record, :func:`recover` (and :func:`recover_within`) also walks the
+record's groups -- never an array's chunks -- and applies the same rule to
+every group an interrupted replace left ``new`` / ``old`` siblings of, in
+each group's own directory under its lock; writers, repair and pack also
+remove builds whose builder died (readers leave them: nothing reads them).
+So every entry point that reads or writes the record (``read_record``,
+``read_frame``, ``read_group``, ``sections``, ``write_section`` /
+``write_frame``, the trajectory writer, ``mrec repair``, ``mrec pack``,
+``mrec repack``) finds each group complete, old or new (a read walks only
+what it reads).  :func:`interrupted` lists the leftovers without changing
+anything (``mrec validate``, ``mrec repair --dry-run``).
+
 Writers and recovery of one ``<dir>`` serialise the renames with a ``flock`` on
 ``<dir>`` (held for the renames only, never while a record is built), so a
 reader's recovery never races a writer's swap.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -113,23 +129,163 @@ def pending(fs, final: str) -> bool:
     return any(_present(fs, p) for p in names(final))
 
 
-def recover(fs, final: str) -> str | None:
-    """Finish or undo an interrupted overwrite of ``final`` (see the module doc); what was done."""
-    if not pending(fs, final):
+def recover(fs, final: str, *, within: bool = True, builds: bool = True, node: str = "") -> str | None:
+    """Finish or undo an interrupted overwrite of ``final`` (see the module doc) and, when ``final`` is
+    a directory and ``within``, of every group inside it (:func:`recover_within`, ``builds`` and
+    ``node`` passed on); what was done."""
+    done = None
+    if pending(fs, final):
+        try:
+            with DirLock(fs, os.path.dirname(final)):
+                done = _recover_locked(fs, final)
+        except OSError as exc:
+            raise StoreError(f"an interrupted overwrite left {', '.join(p for p in names(final) if _present(fs, p))}"
+                             f"; recovering it failed: {exc}", path=final) from None
+    if within and fs.is_dir(final) and not fs.is_link(final):
+        inner = recover_within(fs, final, builds=builds, node=node)
+        if inner:
+            done = "; ".join(([done] if done else []) + inner)
+    return done
+
+
+# -- groups inside a record ----------------------------------------------------------
+
+_SIBLING = re.compile(re.escape(TEMP_MARK) + r"(new|old)-(.+)\Z", re.DOTALL)
+_BUILD = re.compile(re.escape(TEMP_MARK) + r"(.+)\.[0-9a-f]{8}\Z", re.DOTALL)
+
+
+def classify(fs, directory: str, entry: str, entries) -> tuple[str, str] | None:
+    """What the ``.mrec-tmp-`` directory ``entry`` of ``directory`` (whose entries are ``entries``) is:
+
+    * ``("replace", name)`` -- a ``new`` / ``old`` sibling of an interrupted replace of ``name``;
+    * ``("build", name)`` -- a build of ``name`` (live while its builder holds its lock);
+    * ``("unknown", entry)`` -- a name both could make (``.mrec-tmp-old-<x>.<8 hex>``, as the former
+      rename-aside protocol named the group it moved away) without the partner a sibling always has
+      (``<name>`` or the other sibling): recovery leaves it, ``mrec validate`` reports it, pack refuses it;
+
+    None for anything else (a file, a link: an atomic replace's temp files are
+    :mod:`mrec.record.leftovers`' business).
+    """
+    path = os.path.join(directory, entry)
+    if not entry.startswith(TEMP_MARK) or fs.is_link(path) or not fs.is_dir(path):
         return None
+    sib, build = _SIBLING.match(entry), _BUILD.match(entry)
+    if sib:
+        name = sib.group(2)
+        other = f"{TEMP_MARK}{'old' if sib.group(1) == 'new' else 'new'}-{name}"
+        if not build or name in entries or other in entries:
+            return "replace", name
+        return "unknown", entry
+    if build:
+        return "build", build.group(1)
+    return "unknown", entry
+
+
+def _is_array(fs, directory: str) -> bool:
+    """Whether ``directory`` holds an array's ``zarr.json`` (its subdirectories are chunks, not nodes)."""
     try:
-        with DirLock(fs, os.path.dirname(final)):
-            return _recover_locked(fs, final)
-    except OSError as exc:
-        raise StoreError(f"an interrupted overwrite left {', '.join(p for p in names(final) if _present(fs, p))}; "
-                         f"recovering it failed: {exc}", path=final) from None
+        doc = json.loads(fs.read(os.path.join(directory, "zarr.json")))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and doc.get("node_type") == "array"
 
 
-def _abandoned_builds(fs, final: str) -> None:
-    """Remove builds of ``final`` whose builder died (nobody holds their lock). Parent lock held."""
+def _walk(fs, root: str, visit, node: str = "") -> None:
+    """Call ``visit(directory, entries)`` for the directory of the group ``node`` of the record ``root``
+    and every group directory under it (links never followed, ``.mrec-tmp-`` directories and arrays'
+    chunk directories never entered), after calling it for each ancestor's directory (whose other
+    children it does not enter); ``visit`` returns the entries to go on with (it may change the
+    directory first)."""
+    def listing(directory: str) -> list[str] | None:
+        try:
+            return fs.list_dir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def walk(directory: str) -> None:
+        entries = listing(directory)
+        if entries is None:
+            return
+        entries = visit(directory, entries)
+        subdirs = [os.path.join(directory, e) for e in entries if e != "zarr.json" and not e.startswith(TEMP_MARK)]
+        subdirs = [d for d in subdirs if fs.is_dir(d) and not fs.is_link(d)]
+        if subdirs and "zarr.json" in entries and _is_array(fs, directory):
+            return
+        for d in subdirs:
+            walk(d)
+
+    directory = root
+    for part in node.split("/") if node else ():
+        entries = listing(directory)
+        if entries is None:
+            return
+        visit(directory, entries)
+        directory = os.path.join(directory, part)
+        if fs.is_link(directory):
+            return
+    walk(directory)
+
+
+def _key(root: str, directory: str, name: str) -> str:
+    rel = os.path.relpath(directory, root).replace(os.sep, "/")
+    return name if rel == "." else f"{rel}/{name}"
+
+
+def interrupted(fs, root: str) -> list[tuple[str, str, str]]:
+    """(what, group key, leftover key) of every leftover of an interrupted group replace inside the
+    record directory ``root`` (``what`` as :func:`classify` says), changing nothing."""
+    out: list[tuple[str, str, str]] = []
+
+    def visit(directory: str, entries: list[str]) -> list[str]:
+        for e in entries:
+            got = classify(fs, directory, e, entries)
+            if got is not None:
+                out.append((got[0], _key(root, directory, got[1]), _key(root, directory, e)))
+        return entries
+
+    _walk(fs, root, visit)
+    return sorted(out)
+
+
+def recover_within(fs, root: str, *, builds: bool = True, node: str = "") -> list[str]:
+    """Recover every group replace a crash interrupted inside the record directory ``root``: the
+    module doc's rule for each group, in its directory under that directory's lock, outermost first
+    (so a group put back is walked in turn); with ``builds``, builds whose builder died are removed
+    too (readers leave them: they never read them).  With ``node`` (``a/b``), only what a read of
+    that group depends on: its ancestors' directories and its own subtree.  What was done, one line
+    a group."""
+    done: list[str] = []
+
+    def visit(directory: str, entries: list[str]) -> list[str]:
+        found = [c for e in entries for c in [classify(fs, directory, e, entries)] if c is not None]
+        finals = sorted({n for what, n in found if what == "replace" or (builds and what == "build")})
+        if not finals:
+            return entries
+        try:
+            with DirLock(fs, directory):
+                for name in finals:
+                    final = os.path.join(directory, name)
+                    what = _recover_locked(fs, final)
+                    if what:
+                        done.append(f"{_key(root, directory, name)}: {what}")
+                    if builds and _abandoned_builds(fs, final):
+                        done.append(f"{_key(root, directory, name)}: removed an abandoned build")
+        except OSError as exc:
+            raise StoreError(f"an interrupted replace of a group left {', '.join(finals)} in {directory}; "
+                             f"recovering it failed: {exc}", path=directory) from None
+        return fs.list_dir(directory)
+
+    _walk(fs, root, visit, node)
+    return done
+
+
+def _abandoned_builds(fs, final: str) -> int:
+    """Remove builds of ``final`` whose builder died (nobody holds their lock). Parent lock held.
+    Returns how many."""
     parent, name = os.path.split(final)
     pattern = re.compile(re.escape(f"{TEMP_MARK}{name}.") + r"[0-9a-f]{8}\Z")
     lock = _locker(fs)
+    removed = 0
     for entry in fs.list_dir(parent or "."):
         path = os.path.join(parent, entry)
         if not pattern.match(entry) or fs.is_link(path) or not fs.is_dir(path):
@@ -142,8 +298,10 @@ def _abandoned_builds(fs, final: str) -> None:
             continue                                      # a live build
         try:
             remove_tree(fs, path)
+            removed += 1
         finally:
             held.release()
+    return removed
 
 
 class Build:

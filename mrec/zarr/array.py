@@ -21,7 +21,7 @@ from .codecs.base import ChunkSpec
 from . import shardscan
 from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
-from .parallel import decode_all, encode_all
+from .parallel import decode_all, decode_parts, encode_all
 
 
 _EMPTY = int(EMPTY)
@@ -101,6 +101,7 @@ class Array:
         self._fast_geo: tuple | None = None          # see _fast_geometry
         self._fast_dec: tuple | None = None          # see _decoder
         self._fast_into: tuple | None = None         # see _decoder_into
+        self._fast_into_mt: tuple | None = None      # see _decoder_into
         self._ahead: tuple | None = None             # see _raw_ahead
         self._last_read: tuple | None = None         # (shard key, inner row) of the last chunk fetched
         self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
@@ -260,6 +261,18 @@ class Array:
         trailing_grid = tuple(-(-s // c) for s, c in zip(m.shape[1:], cs[1:]))
         c_first, c_stop = start // cs[0], -(-stop // cs[0])
         whole = c_stop - c_first == 1 and all(g == 1 for g in trailing_grid)   # one chunk holds the range
+        if not whole and self.sharding is not None and tuple(cs[1:]) == tuple(m.shape[1:]):
+            # shards spanning the trailing axes exactly: each shard's rows are decoded straight into
+            # their rows of the result (no fill of the result, no copy of a shard's block)
+            out = np.empty(want, dtype=dtype)
+            tail = (0,) * (m.ndim - 1)
+            for c0 in range(c_first, c_stop):
+                lo0 = c0 * cs[0]
+                r_lo, r_hi = max(start, lo0) - lo0, min(stop, lo0 + cs[0]) - lo0
+                dst = out[lo0 + r_lo - start:lo0 + r_hi - start]
+                if self._read_shard_rows(self.chunk_key((c0, *tail)), r_lo, r_hi, threads, into=dst) is None:
+                    np.copyto(dst, m.fill_value, casting="unsafe")
+            return out
         out = None
         for c0 in range(c_first, c_stop):
             lo0 = c0 * cs[0]
@@ -304,13 +317,13 @@ class Array:
         self._fast_geo = (m, geo)
         return geo
 
-    def _resolved(self, slot: str, make: str):
-        """``sh.codecs.<make>(spec)`` of this array's inner chunks, kept in ``self.<slot>`` while
+    def _resolved(self, slot: str, make: str, **kw):
+        """``sh.codecs.<make>(spec, **kw)`` of this array's inner chunks, kept in ``self.<slot>`` while
         the sharding codec and the data type are the same objects."""
         sh, m = self.sharding, self.meta
         got = getattr(self, slot)
         if got is None or got[0] is not sh or got[1] is not m.data_type:
-            got = (sh, m.data_type, getattr(sh.codecs, make)(ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, "")))
+            got = (sh, m.data_type, getattr(sh.codecs, make)(ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, ""), **kw))
             setattr(self, slot, got)
         return got[2]
 
@@ -318,8 +331,11 @@ class Array:
         """The resolved decoder of this array's inner chunks (CodecPipeline.decoder), or None."""
         return self._resolved("_fast_dec", "decoder")
 
-    def _decoder_into(self):
-        """The resolved in-place decoder of this array's inner chunks (CodecPipeline.decoder_into), or None."""
+    def _decoder_into(self, release_gil: bool = False):
+        """The resolved in-place decoder of this array's inner chunks (CodecPipeline.decoder_into), or
+        None; ``release_gil``: the variant for decodes on several threads at once."""
+        if release_gil:
+            return self._resolved("_fast_into_mt", "decoder_into", release_gil=True)
         return self._resolved("_fast_into", "decoder_into")
 
     def _one_chunk_range(self, start: int, stop: int) -> np.ndarray | None:
@@ -644,7 +660,9 @@ class Array:
             jobs.append((coord, raw, out[lo0 - r_lo:lo0 - r_lo + ir]))
         if len(jobs) < 2:
             return set()
-        into = self._decoder_into()
+        nbytes = len(jobs) * out[:ir].nbytes
+        # on several threads, the unshuffle that runs without the GIL
+        into = self._decoder_into(release_gil=decode_parts(len(jobs), nbytes, threads) > 1)
         if into is None:
             return set()
         fill = m.fill_value
@@ -655,13 +673,17 @@ class Array:
                 return into(raw, dest) and shardscan.trusted(index, coord, dest, ir, fill)
             except Exception:          # noqa: BLE001 - the serial loop decodes it again and reports
                 return False
-        ok = decode_all(decode, jobs, len(jobs) * out[:ir].nbytes, threads)
+        ok = decode_all(decode, jobs, nbytes, threads)
         done = {job[0] for job, good in zip(jobs, ok) if good}
         for coord in done:
             raws.pop(coord, None)
         return done
 
-    def _read_shard_rows(self, key: str, r_lo: int, r_hi: int, threads: int | None = None) -> np.ndarray | None:
+    def _read_shard_rows(self, key: str, r_lo: int, r_hi: int, threads: int | None = None,
+                         into: np.ndarray | None = None) -> np.ndarray | None:
+        """Rows [r_lo, r_hi) of the shard at ``key`` (None: the shard is absent).  ``into`` (an array
+        of exactly the rows' shape and the array's dtype, when the shard spans the trailing axes)
+        receives them and is returned."""
         sh = self.sharding
         index = self.shard_index(key)
         if index is None:
@@ -672,17 +694,24 @@ class Array:
         _check_alloc((r_hi - r_lo, *shard_shape[1:]), self.store.describe(key))
         grid = index.offsets.shape
         where = self.store.describe(key)
-        out = None
         single = all(g == 1 for g in grid[1:])   # an inner chunk spans every trailing axis
         first, last = r_lo // ics[0], -(-r_hi // ics[0])
         raws = {}
+        out = into
         if last - first > 1 or not single:
             raws = self._prefetch(key, index, [(i0, *it) for i0 in range(first, last) for it in _cells(grid[1:])])
             # every cell of the shard's grid below is written: a chunk, or the fill (as np.full would)
-            out = np.empty((r_hi - r_lo, *shard_shape[1:]), dtype=m.data_type.numpy)
+            if out is None:
+                out = np.empty((r_hi - r_lo, *shard_shape[1:]), dtype=m.data_type.numpy)
         done = self._decode_whole(key, index, raws, out, r_lo, first, last, where, threads) \
             if single and raws and out is not None else ()
-        for i0 in range(first, last):
+        rest = range(first, last)
+        if done:
+            if len(done) == last - first:
+                return out
+            zeros = (0,) * (len(grid) - 1)          # done only holds whole chunks of single-cell rows
+            rest = [i0 for i0 in rest if (i0, *zeros) not in done]
+        for i0 in rest:
             lo0 = i0 * ics[0]
             a, b = max(r_lo, lo0) - lo0, min(r_hi, lo0 + ics[0]) - lo0
             for it in _cells(grid[1:]):

@@ -1,0 +1,101 @@
+"""Issue 16, the reader's fast paths: each gives exactly the bytes of the plain decode, and
+anything it does not recognise as the plain case is left to the labelled path (which raises).
+
+Nothing here is timed (tools/bench.py issue16 measures)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import zstandard
+from hypothesis import given, settings, strategies as st
+
+from mrec.errors import CorruptionError
+from mrec.zarr.codecs.base import ChunkSpec
+from mrec.zarr.codecs.crc32c_ import crc32c
+from mrec.zarr.dtypes import DATA_TYPES
+from mrec.zarr.pipeline import CodecPipeline, _unshuffler
+
+
+def _pipeline(elementsize: int, shuffle: bool = True) -> CodecPipeline:
+    codecs = [{"name": "bytes", "configuration": {"endian": "little"}}]
+    if shuffle:
+        codecs.append({"name": "numcodecs.shuffle", "configuration": {"elementsize": elementsize}})
+    codecs += [{"name": "zstd", "configuration": {"level": 3, "checksum": False}}, {"name": "crc32c"}]
+    return CodecPipeline.from_json(codecs, "x")
+
+
+DTYPES = ["float64", "int32", "int16", "uint8", "int64", "complex128"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(DTYPES), st.integers(1, 300), st.sampled_from([1, 2, 3, 4, 8, 16]), st.booleans(),
+       st.booleans(), st.integers(0, 2**32 - 1))
+def test_in_place_decoders_give_the_plain_decode(dtype, rows, elementsize, shuffle, release_gil, seed):
+    """decoder_into (numcodecs' C unshuffle, or numpy's GIL-free transposed copy) writes exactly the
+    bytes decode returns, for every element size that divides the chunk (else it declines: None)."""
+    dt = DATA_TYPES[dtype]
+    spec = ChunkSpec((rows,), dt, 0, "x")
+    pipe = _pipeline(elementsize, shuffle)
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 256, rows * dt.numpy.itemsize, dtype=np.uint8).view(dt.numpy)
+    raw = pipe.encode(data, spec)
+    into = pipe.decoder_into(spec, release_gil=release_gil)
+    if shuffle and elementsize > 1 and (rows * dt.numpy.itemsize) % elementsize:
+        assert into is None
+        return
+    assert into is not None
+    dest = np.full(rows, 7, dtype=dt.numpy)
+    assert into(raw, dest) is True
+    assert dest.tobytes() == pipe.decode(raw, spec).tobytes() == data.tobytes()
+
+
+@pytest.mark.parametrize("release_gil", [False, True])
+@pytest.mark.parametrize("damage", ["flip body", "flip crc", "trailing frame", "trailing bytes", "short",
+                                    "no content size", "wrong content size", "empty"])
+def test_the_fused_decoder_declines_what_is_not_plain(damage, release_gil):
+    """crc32c + zstd fused: a chunk whose checksum fails, whose zstd frame does not state exactly the
+    chunk's size or has bytes after it is never written in place (False or an exception: the caller
+    decodes it through the labelled path, which raises or decodes as it always did)."""
+    spec = ChunkSpec((64,), DATA_TYPES["float64"], 0.0, "x")
+    pipe = _pipeline(8)
+    data = np.arange(64, dtype=np.float64)
+    good = pipe.encode(data, spec)
+    body = good[:-4]
+    shuffled = pipe.bytes_bytes[0].encode(data.tobytes())
+
+    def seal(b: bytes) -> bytes:
+        return b + crc32c(b).to_bytes(4, "little")
+    raw = {
+        "flip body": bytes([good[0] ^ 1]) + good[1:],
+        "flip crc": good[:-1] + bytes([good[-1] ^ 1]),
+        "trailing frame": seal(body + zstandard.ZstdCompressor().compress(b"x")),
+        "trailing bytes": seal(body + b"\x00"),
+        "short": good[:3],
+        "no content size": seal(zstandard.ZstdCompressor(write_content_size=False).compress(shuffled)),
+        "wrong content size": seal(zstandard.ZstdCompressor().compress(shuffled + b"\x00" * 8)),
+        "empty": b"",
+    }[damage]
+    into = pipe.decoder_into(spec, release_gil=release_gil)
+    dest = np.full(64, -1.0)
+    try:
+        ok = into(raw, dest)
+    except Exception:          # noqa: BLE001 - allowed: the caller treats it as "not plain"
+        ok = False
+    if damage == "no content size":
+        # a frame without its size is legal: the labelled path decodes it; the fused one declines
+        assert ok is False and pipe.decode(raw, spec).tobytes() == data.tobytes()
+        return
+    assert ok is False
+    with pytest.raises(CorruptionError):
+        pipe.decode(raw, spec)
+
+
+@given(st.integers(1, 64), st.sampled_from([2, 4, 8]), st.integers(0, 2**32 - 1))
+def test_gil_free_unshuffle_is_numcodecs_unshuffle(count, n, seed):
+    """The numpy unshuffle (byte plane b of element i is byte b * count + i) is numcodecs'."""
+    src = np.random.default_rng(seed).integers(0, 256, count * n, dtype=np.uint8).tobytes()
+    a, b = np.empty(count * n, np.uint8), np.empty(count * n, np.uint8)
+    _unshuffler(n, True)(src, a)
+    _unshuffler(n, False)(src, b)
+    from numcodecs import Shuffle
+    assert a.tobytes() == b.tobytes() == bytes(Shuffle(n).decode(src))

@@ -99,3 +99,57 @@ def test_gil_free_unshuffle_is_numcodecs_unshuffle(count, n, seed):
     _unshuffler(n, False)(src, b)
     from numcodecs import Shuffle
     assert a.tobytes() == b.tobytes() == bytes(Shuffle(n).decode(src))
+
+
+# -- batch frames: made as they are taken ---------------------------------------------------------
+
+def _plain_trajectory(path, n_frames=40, atoms=7):
+    import mrec
+    w = mrec.TrajectoryWriter.create(path, _xyz_schema(), durable=False)
+    rng = np.random.default_rng(3)
+    for _ in range(n_frames):
+        w.append({"blocks": {"atoms": {c: rng.normal(size=atoms) for c in "xyz"}}})
+    w.close()
+
+
+def _xyz_schema():
+    import mrec
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms")
+    for c in "xyz":
+        s.declare_column("atoms", c, "f64")
+    return s
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_batch_frames_have_every_field_of_the_frame_read_alone(tmp_path, monkeypatch, threads):
+    """Iteration over a trajectory of one regular block builds its frames lazily (the empty fields
+    made on first access): each has the blocks, counts, meta, masks, types, precision, attributes
+    and cell of r[i], compares equal, pickles, copies, and its empty fields are its own."""
+    import copy
+    import dataclasses
+    import pickle
+
+    import mrec
+    from mrec.record.model import Frame
+    monkeypatch.setenv("MREC_THREADS", threads)
+    path = tmp_path / "t.mrec"
+    _plain_trajectory(path)
+    r = mrec.TrajectoryReader(path)
+    got = list(r)
+    assert len(got) == 40
+    for i, f in enumerate(got):
+        want = r[i]
+        assert isinstance(f, Frame) and f == want
+        for name in ("counts", "meta", "masks", "meta_types", "precision", "block_attrs", "box"):
+            assert getattr(f, name) == getattr(want, name), name
+        assert {c: v.tobytes() for c, v in f.blocks["atoms"].items()} == \
+            {c: v.tobytes() for c, v in want.blocks["atoms"].items()}
+    a, b = got[3], got[4]
+    a.meta["k"] = 1
+    assert b.meta == {} and a.meta == {"k": 1}
+    for clone in (pickle.loads(pickle.dumps(got[5])), copy.deepcopy(got[5]), dataclasses.replace(got[5])):
+        assert clone == got[5] and clone.counts == {"atoms": 7}
+    assert repr(got[6]) == repr(r[6])
+    with pytest.raises(AttributeError):
+        got[7].no_such_field

@@ -548,6 +548,20 @@ def logical_lengths(lay: Layout) -> dict[str, int]:
     return out
 
 
+def _lazy_frames(cols, nf: int):
+    """The frames of a batch whose values are read (``cols``: (block, column names, one tuple of
+    views a frame)), each made when it is taken (Frame._trusted_blocks: what _make_frame makes of
+    these parts); a frame not kept is freed before the next is made."""
+    make = Frame._trusted_blocks
+    if len(cols) == 1:
+        name, keys, rows = cols[0]
+        for r in rows:
+            yield make({name: dict(zip(keys, r))})
+        return
+    for k in range(nf):
+        yield make({name: dict(zip(keys, rows[k])) for name, keys, rows in cols})
+
+
 def _reopen_reader(path, storage_options):
     return TrajectoryReader(path, storage_options=storage_options)
 
@@ -791,9 +805,10 @@ class TrajectoryReader:
             else:
                 yield from frames
 
-    def _frame_batch(self, s: int, e: int) -> list[Frame] | None:
-        """Frames ``s .. e-1`` (valid ordinals), each equal to ``self[i]``; None when a block has a
-        column without an array (the frame-by-frame path handles it).
+    def _frame_batch(self, s: int, e: int):
+        """Frames ``s .. e-1`` (valid ordinals), each equal to ``self[i]``, as a list or an iterator
+        (every value is read before this returns: only frames are made as they are taken); None
+        when a block has a column without an array (the frame-by-frame path handles it).
 
         A block updated at every frame of the batch with one row count (a regular block) gives each
         frame a view of its own rows of the batch's array (the frames never share rows; a frame kept
@@ -835,7 +850,7 @@ class TrajectoryReader:
             cols = [(name, list(values), list(zip(*values.values())) if values else [()] * nf)
                     for name, _b, _u, values, _m, _lo in per_block]
             if self._frames_trusted():
-                make = Frame._trusted              # what _make_frame calls for these parts
+                return _lazy_frames(cols, nf)       # made as they are taken: the values are read
             return [make({name: dict(zip(keys, rows[k])) for name, keys, rows in cols}, None, {}, {}, {})
                     for k in range(nf)]
         out = []

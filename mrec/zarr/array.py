@@ -591,18 +591,27 @@ class Array:
         chunk = None
         if dest is None and raw is not None and len(raw) == n:
             # the resolved decoder (no per-chunk labels); any failure is decoded again below through
-            # the labelled path, which raises the error to report
-            fast = self._decoder()
-            if fast is not None:
+            # the labelled path, which raises the error to report.  The in-place one (crc32c and zstd
+            # fused, unshuffled into a fresh array) when the codecs allow, else the plain one
+            into = self._decoder_into()
+            if into is not None:
+                chunk = np.empty(sh.chunk_shape, dtype=m.data_type.numpy)
                 try:
-                    chunk = fast(raw)
+                    if not into(raw, chunk):
+                        chunk = None
                 except Exception:
                     chunk = None
-                if chunk is not None and shardscan.trusted(index, coord, chunk, b, m.fill_value):
-                    if keep:
-                        self._chunk_cache = (ck, chunk, b, True)
-                    return chunk
-                chunk = None           # not verified: the labelled path below decides
+            else:
+                fast = self._decoder()
+                try:
+                    chunk = fast(raw) if fast is not None else None
+                except Exception:
+                    chunk = None
+            if chunk is not None and shardscan.trusted(index, coord, chunk, b, m.fill_value):
+                if keep:
+                    self._chunk_cache = (ck, chunk, b, True)
+                return chunk
+            chunk = None               # not verified: the labelled path below decides
         if where is None:
             where = self.store.describe(key)
         inner_spec = ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, where)

@@ -153,3 +153,66 @@ def test_batch_frames_have_every_field_of_the_frame_read_alone(tmp_path, monkeyp
     assert repr(got[6]) == repr(r[6])
     with pytest.raises(AttributeError):
         got[7].no_such_field
+
+
+# -- straight into an interleaved result ---------------------------------------------------------
+
+from test_parallel_read import VARIANTS, _appended, _chunk_span  # noqa: E402  (spec_tests is on sys.path)
+
+
+@settings(max_examples=30, deadline=None)
+@given(codecs=st.sampled_from(sorted(VARIANTS)), n=st.integers(1, 200), inner=st.integers(1, 9),
+       per_shard=st.integers(1, 4), lo=st.integers(0, 210), span=st.integers(0, 210),
+       threads=st.sampled_from([1, 2]), damage=st.sampled_from([None, "flip", "truncate"]))
+def test_read_into_a_strided_lane_is_the_read(tmp_path_factory, codecs, n, inner, per_shard, lo, span, threads,
+                                              damage):
+    """Array.read_into one lane of an interleaved (rows, 3) array: the values of Array.read, or the
+    error Array.read raises (same type, same text), for every codec variant; on one thread or two."""
+    from mrec.errors import MrecError
+    from mrec.zarr import parallel
+    from mrec.zarr.array import Array
+    path = tmp_path_factory.mktemp("ri")
+    data = np.random.default_rng(n).normal(size=n)
+    store = _appended(path, data, inner, per_shard, 5, VARIANTS[codecs])
+    if damage:
+        key = "x/c/0"
+        off, nb = _chunk_span(store, (0,))
+        raw = bytearray(open(store.path(key), "rb").read())
+        if damage == "flip":
+            raw[off + nb // 2] ^= 0x10
+        else:
+            del raw[off + nb // 2:]
+        open(store.path(key), "wb").write(raw)
+    rows = slice(lo, lo + span)
+
+    def outcome(fn):
+        try:
+            return ("ok", fn().tobytes())
+        except MrecError as exc:
+            return ("error", type(exc).__name__, str(exc))
+    old = parallel.MIN_PARALLEL_DECODE
+    parallel.MIN_PARALLEL_DECODE = 0
+    try:
+        want = outcome(lambda: Array.open(store, "x", appended=True).read(rows, threads=threads))
+
+        def lane():
+            a = Array.open(store, "x", appended=True)
+            k = len(range(*rows.indices(a.shape[0])))
+            out = np.full((k, 3), -7.0)
+            a.read_into(rows, out[:, 1], threads=threads)
+            assert (out[:, 0] == -7.0).all() and (out[:, 2] == -7.0).all()     # nothing else written
+            return np.ascontiguousarray(out[:, 1])
+        assert outcome(lane) == want
+    finally:
+        parallel.MIN_PARALLEL_DECODE = old
+
+
+def test_positions_of_a_range_are_the_stacked_columns(tmp_path):
+    import mrec
+    path = tmp_path / "t.mrec"
+    _plain_trajectory(path, n_frames=50, atoms=9)
+    r = mrec.TrajectoryReader(path)
+    for frames in (None, slice(0, 50), slice(3, 41), slice(49, 50), slice(10, 10), slice(0, 50, 2)):
+        want = np.stack([r.column("atoms", c, frames) for c in "xyz"], axis=-1)
+        got = r.positions(frames)
+        assert got.shape == want.shape and got.dtype == want.dtype and got.tobytes() == want.tobytes()

@@ -986,7 +986,30 @@ class TrajectoryReader:
             if not cols:
                 raise KeyError(f"block {block!r} is absent at frame {frames}")
             return np.stack([cols[(block, c)] for c in "xyz"], axis=1)
+        fast = self._positions_range(block, frames)
+        if fast is not None:
+            return fast
         return np.stack([self.column(block, c, frames) for c in "xyz"], axis=-1)
+
+    def _positions_range(self, block: str, frames) -> np.ndarray | None:
+        """``positions(frames)`` for a run of frames of a regular block whose x, y, z are 1-d columns
+        of one dtype: each column decoded straight into its lane of the (F, N, 3) result (no stack
+        of three column copies).  None when that does not apply (the general path reads it)."""
+        if frames is not None and not isinstance(frames, slice):
+            return None
+        b = self.layout.blocks[block]
+        idx = range(*(frames or slice(None)).indices(len(self)))
+        if not b.regular or idx.step != 1 or not len(idx) or idx[-1] >= b.n_updates:
+            return None
+        arrs = [b.columns.get(c) for c in "xyz"]
+        if any(a is None or a.meta.ndim != 1 for a in arrs) or len({a.dtype for a in arrs}) != 1:
+            return None
+        n = b.uniform_rows
+        out = np.empty((len(idx), n, 3), dtype=arrs[0].dtype)
+        rows = slice(idx[0] * n, (idx[-1] + 1) * n)
+        for k, arr in enumerate(arrs):
+            arr.read_into(rows, out.reshape(-1, 3)[:, k])          # a strided view of lane k
+        return out
 
     def __repr__(self) -> str:
         from .describe import reader_repr

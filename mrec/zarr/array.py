@@ -261,18 +261,8 @@ class Array:
         trailing_grid = tuple(-(-s // c) for s, c in zip(m.shape[1:], cs[1:]))
         c_first, c_stop = start // cs[0], -(-stop // cs[0])
         whole = c_stop - c_first == 1 and all(g == 1 for g in trailing_grid)   # one chunk holds the range
-        if not whole and self.sharding is not None and tuple(cs[1:]) == tuple(m.shape[1:]):
-            # shards spanning the trailing axes exactly: each shard's rows are decoded straight into
-            # their rows of the result (no fill of the result, no copy of a shard's block)
-            out = np.empty(want, dtype=dtype)
-            tail = (0,) * (m.ndim - 1)
-            for c0 in range(c_first, c_stop):
-                lo0 = c0 * cs[0]
-                r_lo, r_hi = max(start, lo0) - lo0, min(stop, lo0 + cs[0]) - lo0
-                dst = out[lo0 + r_lo - start:lo0 + r_hi - start]
-                if self._read_shard_rows(self.chunk_key((c0, *tail)), r_lo, r_hi, threads, into=dst) is None:
-                    np.copyto(dst, m.fill_value, casting="unsafe")
-            return out
+        if not whole and self._shards_span_trailing():
+            return self._read_shards_into(start, stop, np.empty(want, dtype=dtype), threads)
         out = None
         for c0 in range(c_first, c_stop):
             lo0 = c0 * cs[0]
@@ -296,6 +286,47 @@ class Array:
                     src.append(slice(0, hi - c * s))
                 out[tuple(dst)] = block[tuple(src)]
         return out
+
+    def _shards_span_trailing(self) -> bool:
+        """Sharded by byte ranges with shards spanning the trailing axes exactly (each shard's rows
+        are a run of the result's rows)."""
+        m = self.meta
+        return self.sharding is not None and m.ndim >= 1 and tuple(m.chunk_shape[1:]) == tuple(m.shape[1:])
+
+    def _read_shards_into(self, start: int, stop: int, out: np.ndarray, threads: int | None) -> np.ndarray:
+        """Rows [start, stop) (inside the array, start < stop) decoded straight into ``out``, their
+        shape and dtype (any strides: a column of an interleaved result), shard after shard: the
+        chunks, checks and errors of :meth:`_read_range` without a fill of the result or a copy of
+        a shard's block.  Only when :meth:`_shards_span_trailing`."""
+        m = self.meta
+        cs = m.chunk_shape
+        tail = (0,) * (m.ndim - 1)
+        for c0 in range(start // cs[0], -(-stop // cs[0])):
+            lo0 = c0 * cs[0]
+            r_lo, r_hi = max(start, lo0) - lo0, min(stop, lo0 + cs[0]) - lo0
+            dst = out[lo0 + r_lo - start:lo0 + r_hi - start]
+            if self._read_shard_rows(self.chunk_key((c0, *tail)), r_lo, r_hi, threads, into=dst) is None:
+                np.copyto(dst, m.fill_value, casting="unsafe")
+        return out
+
+    def read_into(self, rows: slice, out: np.ndarray, *, threads: int | None = None) -> np.ndarray:
+        """``out[...] = self.read(rows)``, decoding straight into ``out`` where the layout allows (a
+        sharded array whose shards span the trailing axes; ``out`` may be strided, e.g. one column
+        of an interleaved (frames, atoms, 3) result): the same values and the same errors."""
+        m = self.meta
+        if m.ndim == 0 or rows.step not in (None, 1):
+            out[...] = self.read(rows, threads=threads)
+            return out
+        start, stop, _ = rows.indices(m.shape[0])
+        want = (max(stop - start, 0), *m.shape[1:])
+        if tuple(out.shape) != want or out.dtype != m.data_type.numpy:
+            raise ValueError(f"read_into needs an array of shape {list(want)} and dtype {m.data_type.numpy}, "
+                             f"got {list(out.shape)} {out.dtype}")
+        if stop <= start or not self._shards_span_trailing() or any(s == 0 for s in m.shape[1:]):
+            out[...] = self.read(rows, threads=threads)
+            return out
+        _check_alloc(want, self.name)
+        return self._read_shards_into(start, stop, out, threads)
 
     def _fast_geometry(self):
         """(shard rows, inner rows, shard key coords tail) when every read of a range inside one inner

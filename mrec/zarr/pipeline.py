@@ -204,7 +204,8 @@ class CodecPipeline:
         resolved once; True when ``dest`` (C-contiguous, of ``spec``'s dtype and shape) now holds the
         chunk.  False, or any exception, means nothing is known: decode through :meth:`decode_into`
         with a labelled spec, which gives the value or raises the error to report.  None when the
-        pipeline cannot decode in place (see :meth:`decode_into`).
+        pipeline cannot decode in place (see :meth:`decode_into`).  ``dest`` may also be a 1-d
+        strided array (a column of an interleaved result): unshuffled with numpy's strided copy.
 
         ``release_gil``: unshuffle with numpy's transposed copy, which runs without the GIL (numcodecs'
         C loop, the default, holds it and is ~1.3x faster on one thread): for decodes on several
@@ -231,22 +232,32 @@ class CodecPipeline:
             return None               # partial shuffle elements: decode_into's path
         unshuffle = _unshuffler(n, release_gil)
         fused = _fused_crc_zstd(pre_codecs, nbytes)
+        itemsize = dt.itemsize
+        # a 1-d strided destination (a column of an interleaved result) is written through numpy's
+        # strided copy, when each element's bytes are whole in the decoded bytes' layout
+        strided = _strided_unshuffler(n, itemsize)
+
+        def place(data, dest: np.ndarray) -> bool:
+            if dest.nbytes != nbytes:
+                return False
+            if dest.flags.c_contiguous:
+                unshuffle(data, dest.reshape(-1).view(np.uint8))
+                return True
+            if strided is None or dest.ndim != 1:
+                return False
+            strided(data, dest[:, None].view(np.uint8))
+            return True
+
         if fused is not None:
             def decode(data, dest: np.ndarray) -> bool:
                 data = fused(data)
-                if data is None or dest.nbytes != nbytes or not dest.flags.c_contiguous:
-                    return False
-                unshuffle(data, dest.reshape(-1).view(np.uint8))
-                return True
+                return data is not None and place(data, dest)
             return decode
 
         def decode(data, dest: np.ndarray) -> bool:
             for dec in pre:
                 data = dec(data, spec)
-            if len(data) != nbytes or dest.nbytes != nbytes or not dest.flags.c_contiguous:
-                return False
-            unshuffle(data, dest.reshape(-1).view(np.uint8))
-            return True
+            return len(data) == nbytes and place(data, dest)
         return decode
 
     def decoder(self, spec: ChunkSpec):
@@ -323,6 +334,21 @@ def _unshuffler(n: int, release_gil: bool):
     else:
         def unshuffle(data, out):
             _doUnshuffle(np.frombuffer(data, dtype=np.uint8), out, n)
+    return unshuffle
+
+
+def _strided_unshuffler(n: int, itemsize: int):
+    """``(data, dest)``: the unshuffle (``n`` = 1: none) of the bytes ``data`` into ``dest``, a uint8
+    array of shape (elements, ``itemsize``) with any strides; None unless ``n`` is 1 or the item
+    size (otherwise an element's bytes are not one row of a plane transpose)."""
+    if n == 1:
+        def unshuffle(data, dest):
+            dest[...] = np.frombuffer(data, dtype=np.uint8).reshape(-1, itemsize)
+    elif n == itemsize:
+        def unshuffle(data, dest):
+            dest[...] = np.frombuffer(data, dtype=np.uint8).reshape(n, -1).T
+    else:
+        return None
     return unshuffle
 
 

@@ -558,8 +558,8 @@ class Array:
         if raw is None or len(raw) != end - off:
             self._ahead = None
             return False                   # a short file: the chunk alone decides what to report
-        self._ahead = (key, off, memoryview(raw))
-        return self._ahead[2][:n]
+        ahead = self._ahead = (key, off, memoryview(raw))
+        return ahead[2][:n]                # this read's bytes, whatever another thread sets meanwhile
 
     def _prefetch(self, key: str, index: ShardIndex, coords) -> dict:
         """Raw bytes of the inner chunks ``coords`` of shard ``key`` that lie back to back in the file

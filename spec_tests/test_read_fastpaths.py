@@ -27,10 +27,10 @@ def _pipeline(elementsize: int, shuffle: bool = True) -> CodecPipeline:
 DTYPES = ["float64", "int32", "int16", "uint8", "int64", "complex128"]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.sampled_from(DTYPES), st.integers(1, 300), st.sampled_from([1, 2, 3, 4, 8, 16]), st.booleans(),
-       st.booleans(), st.integers(0, 2**32 - 1))
-def test_in_place_decoders_give_the_plain_decode(dtype, rows, elementsize, shuffle, release_gil, seed):
+       st.booleans(), st.integers(0, 2**32 - 1), st.booleans())
+def test_in_place_decoders_give_the_plain_decode(dtype, rows, elementsize, shuffle, release_gil, seed, many):
     """decoder_into (numcodecs' C unshuffle, or numpy's GIL-free transposed copy) writes exactly the
     bytes decode returns, for every element size that divides the chunk (else it declines: None)."""
     dt = DATA_TYPES[dtype]
@@ -39,14 +39,23 @@ def test_in_place_decoders_give_the_plain_decode(dtype, rows, elementsize, shuff
     rng = np.random.default_rng(seed)
     data = rng.integers(0, 256, rows * dt.numpy.itemsize, dtype=np.uint8).view(dt.numpy)
     raw = pipe.encode(data, spec)
-    into = pipe.decoder_into(spec, release_gil=release_gil)
+    into = pipe.decoder_into(spec, release_gil=release_gil, many=many)
     if shuffle and elementsize > 1 and (rows * dt.numpy.itemsize) % elementsize:
         assert into is None
         return
     assert into is not None
     dest = np.full(rows, 7, dtype=dt.numpy)
-    assert into(raw, dest) is True
+    lane = np.full((rows, 3), 7, dtype=dt.numpy)          # a strided destination: one lane of three
+    if many:
+        got = into([(raw, dest), (raw, lane[:, 1]), (raw[:-1], np.empty_like(dest))])
+        strided_ok = not shuffle or elementsize in (1, dt.numpy.itemsize) or lane[:, 1].flags.c_contiguous
+        assert got == [True, strided_ok, False]
+    else:
+        assert into(raw, dest) is True
+        strided_ok = into(raw, lane[:, 1])
     assert dest.tobytes() == pipe.decode(raw, spec).tobytes() == data.tobytes()
+    if strided_ok:
+        assert lane[:, 1].tobytes() == data.tobytes() and (lane[:, [0, 2]] == 7).all()
 
 
 @pytest.mark.parametrize("release_gil", [False, True])
@@ -81,6 +90,8 @@ def test_the_fused_decoder_declines_what_is_not_plain(damage, release_gil):
         ok = into(raw, dest)
     except Exception:          # noqa: BLE001 - allowed: the caller treats it as "not plain"
         ok = False
+    many = pipe.decoder_into(spec, release_gil=release_gil, many=True)
+    assert many([(raw, dest), (good, np.empty(64))]) == [False, True]
     if damage == "no content size":
         # a frame without its size is legal: the labelled path decodes it; the fused one declines
         assert ok is False and pipe.decode(raw, spec).tobytes() == data.tobytes()

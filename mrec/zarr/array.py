@@ -102,6 +102,8 @@ class Array:
         self._fast_dec: tuple | None = None          # see _decoder
         self._fast_into: tuple | None = None         # see _decoder_into
         self._fast_into_mt: tuple | None = None      # see _decoder_into
+        self._fast_many: tuple | None = None
+        self._fast_many_mt: tuple | None = None
         self._ahead: tuple | None = None             # see _raw_ahead
         self._last_read: tuple | None = None         # (shard key, inner row) of the last chunk fetched
         self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
@@ -362,12 +364,12 @@ class Array:
         """The resolved decoder of this array's inner chunks (CodecPipeline.decoder), or None."""
         return self._resolved("_fast_dec", "decoder")
 
-    def _decoder_into(self, release_gil: bool = False):
+    def _decoder_into(self, release_gil: bool = False, many: bool = False):
         """The resolved in-place decoder of this array's inner chunks (CodecPipeline.decoder_into), or
-        None; ``release_gil``: the variant for decodes on several threads at once."""
-        if release_gil:
-            return self._resolved("_fast_into_mt", "decoder_into", release_gil=True)
-        return self._resolved("_fast_into", "decoder_into")
+        None; ``release_gil``: the variant for decodes on several threads at once; ``many``: the one
+        decoding a list of chunks."""
+        slot = ("_fast_into", "_fast_into_mt", "_fast_many", "_fast_many_mt")[2 * many + release_gil]
+        return self._resolved(slot, "decoder_into", release_gil=release_gil, many=many)
 
     def _one_chunk_range(self, start: int, stop: int) -> np.ndarray | None:
         """Rows [start, stop) copied out of the one inner chunk holding them, or None (general path).
@@ -689,31 +691,33 @@ class Array:
         ir = sh.chunk_shape[0]
         tail = (0,) * (m.ndim - 1)
         jobs = []
-        for i0 in range(first, last):
+        sizes = index.nbytes.reshape(index.nbytes.shape[0], -1)[first:last, 0].tolist()   # one cell a row
+        for i0, size in zip(range(first, last), sizes):
             lo0 = i0 * ir
             if lo0 < r_lo or lo0 + ir > r_lo + len(out):
                 continue
             coord = (i0, *tail)
             raw = raws.get(coord)
-            if raw is None or raw is False or len(raw) != int(index.nbytes[coord]):
+            if raw is None or raw is False or len(raw) != size:
                 continue
             jobs.append((coord, raw, out[lo0 - r_lo:lo0 - r_lo + ir]))
         if len(jobs) < 2:
             return set()
         nbytes = len(jobs) * out[:ir].nbytes
         # on several threads, the unshuffle that runs without the GIL
-        into = self._decoder_into(release_gil=decode_parts(len(jobs), nbytes, threads) > 1)
+        into = self._decoder_into(release_gil=decode_parts(len(jobs), nbytes, threads) > 1, many=True)
         if into is None:
             return set()
         fill = m.fill_value
+        trusted = shardscan.trusted
 
-        def decode(job) -> bool:
-            coord, raw, dest = job
+        def decode(part) -> list:
             try:
-                return into(raw, dest) and shardscan.trusted(index, coord, dest, ir, fill)
-            except Exception:          # noqa: BLE001 - the serial loop decodes it again and reports
-                return False
-        ok = decode_all(decode, jobs, nbytes, threads)
+                got = into([(raw, dest) for _c, raw, dest in part])
+                return [g and trusted(index, coord, dest, ir, fill) for g, (coord, _r, dest) in zip(got, part)]
+            except Exception:          # noqa: BLE001 - the serial loop decodes them again and reports
+                return [False] * len(part)
+        ok = decode_all(decode, jobs, nbytes, threads, per_part=True)
         done = {job[0] for job, good in zip(jobs, ok) if good}
         for coord in done:
             raws.pop(coord, None)

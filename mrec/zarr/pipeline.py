@@ -199,7 +199,7 @@ class CodecPipeline:
         _native_shuffle(n).decode(data, out=dest.reshape(-1).view(np.uint8))
         return dest
 
-    def decoder_into(self, spec: ChunkSpec, *, release_gil: bool = False):
+    def decoder_into(self, spec: ChunkSpec, *, release_gil: bool = False, many: bool = False):
         """``(raw, dest) -> bool``: :meth:`decode_into` of whole chunks of ``spec`` with the steps
         resolved once; True when ``dest`` (C-contiguous, of ``spec``'s dtype and shape) now holds the
         chunk.  False, or any exception, means nothing is known: decode through :meth:`decode_into`
@@ -209,7 +209,10 @@ class CodecPipeline:
 
         ``release_gil``: unshuffle with numpy's transposed copy, which runs without the GIL (numcodecs'
         C loop, the default, holds it and is ~1.3x faster on one thread): for decodes on several
-        threads at once.  The same bytes either way."""
+        threads at once.  The same bytes either way.
+
+        ``many``: ``jobs -> list[bool]`` instead, ``jobs`` a list of ``(raw, dest)``: the same decode
+        of each in one loop (a chunk that raises is False), for a run of chunks on one thread."""
         plan = self._into_plan
         dt = spec.dtype.numpy
         if plan is None:
@@ -252,13 +255,24 @@ class CodecPipeline:
             def decode(data, dest: np.ndarray) -> bool:
                 data = fused(data)
                 return data is not None and place(data, dest)
+        else:
+            def decode(data, dest: np.ndarray) -> bool:
+                for dec in pre:
+                    data = dec(data, spec)
+                return len(data) == nbytes and place(data, dest)
+        if not many:
             return decode
-
-        def decode(data, dest: np.ndarray) -> bool:
-            for dec in pre:
-                data = dec(data, spec)
-            return len(data) == nbytes and place(data, dest)
-        return decode
+        if fused is None or strided is None:
+            def decode_many(jobs) -> list:
+                out = []
+                for data, dest in jobs:
+                    try:
+                        out.append(decode(data, dest))
+                    except Exception:          # noqa: BLE001 - False: the labelled path reports
+                        out.append(False)
+                return out
+            return decode_many
+        return _fused_many(nbytes, n, itemsize, release_gil, unshuffle, strided)
 
     def decoder(self, spec: ChunkSpec):
         """``raw -> array``: :meth:`decode` of chunks of ``spec`` with the steps resolved once; the
@@ -350,6 +364,56 @@ def _strided_unshuffler(n: int, itemsize: int):
     else:
         return None
     return unshuffle
+
+
+def _fused_many(nbytes: int, n: int, itemsize: int, release_gil: bool, unshuffle, strided):
+    """``jobs -> list[bool]``: the fused crc32c + zstd decode (see :func:`_fused_crc_zstd`) and the
+    unshuffle of each ``(raw, dest)`` of a run of chunks, in one loop (the per-chunk work of
+    ``decoder_into``'s functions without their calls): the same checks, the same bytes."""
+    import zstandard
+    from .codecs.crc32c_ import crc32c
+    from .codecs.shuffle import _doUnshuffle
+    from .codecs.zstd_ import _contexts, _decompressor
+    content_size = zstandard.frame_content_size
+    frombuffer, u8 = np.frombuffer, np.uint8
+    c_loop = _doUnshuffle if (n > 1 and not release_gil and _doUnshuffle is not None) else None
+
+    def decode_many(jobs) -> list:
+        try:
+            dctx = _contexts.cache["d"]          # this thread's decompression context
+        except (AttributeError, KeyError):
+            dctx = _decompressor()
+        out = []
+        ok = out.append
+        for raw, dest in jobs:
+            try:
+                mv = memoryview(raw)
+                if len(mv) < 5 or dest.nbytes != nbytes:
+                    ok(False)
+                    continue
+                body = mv[:-4]
+                if crc32c(body) != int.from_bytes(mv[-4:], "little") or content_size(body) != nbytes:
+                    ok(False)
+                    continue
+                data = dctx.decompress(body, allow_extra_data=False)
+                if len(data) != nbytes:
+                    ok(False)
+                    continue
+                if dest.flags.c_contiguous:
+                    if c_loop is not None:
+                        c_loop(frombuffer(data, dtype=u8), dest.reshape(-1).view(u8), n)
+                    else:
+                        unshuffle(data, dest.reshape(-1).view(u8))
+                elif dest.ndim == 1:
+                    strided(data, dest[:, None].view(u8))
+                else:
+                    ok(False)
+                    continue
+                ok(True)
+            except Exception:                  # noqa: BLE001 - False: the labelled path reports
+                ok(False)
+        return out
+    return decode_many
 
 
 def _fused_crc_zstd(codecs: tuple, nbytes: int):

@@ -571,13 +571,27 @@ class Array:
         :meth:`_inner_chunk` reads those itself."""
         cached = self._chunk_cache
         ents = []
-        for coord in coords:
-            if index.is_empty(coord):
-                continue
-            off, n = int(index.offsets[coord]), int(index.nbytes[coord])
-            if cached is not None and cached[0] == (key, coord, off, n):
-                continue
-            ents.append((off, n, coord))
+        if coords and index.offsets.size == index.offsets.shape[0] and \
+                all(len(c) == index.offsets.ndim and not any(c[1:]) for c in (coords[0], coords[-1])) \
+                and coords[-1][0] - coords[0][0] + 1 == len(coords):
+            # a run of rows of a one-cell-a-row grid (the usual whole read): the entries taken at once
+            lo = coords[0][0]
+            offs = index.offsets.reshape(-1)[lo:lo + len(coords)].tolist()
+            sizes = index.nbytes.reshape(-1)[lo:lo + len(coords)].tolist()
+            for coord, off, n in zip(coords, offs, sizes):
+                if off == _EMPTY and n == _EMPTY:
+                    continue
+                if cached is not None and cached[0] == (key, coord, off, n):
+                    continue
+                ents.append((off, n, coord))
+        else:
+            for coord in coords:
+                if index.is_empty(coord):
+                    continue
+                off, n = int(index.offsets[coord]), int(index.nbytes[coord])
+                if cached is not None and cached[0] == (key, coord, off, n):
+                    continue
+                ents.append((off, n, coord))
         ents.sort()
         views = self.sharding.codecs._view_decoders is not None
         out = {}

@@ -789,38 +789,25 @@ class TrajectoryReader:
         error raised is the one ``self[i]`` raises, at the same frame.  A step other than 1 reads
         frame by frame.
 
-        With ``MREC_THREADS`` >= 2 the next batch is read on the pool while this one's frames are
-        taken (read ahead: the same reads, in the same order of use; a failed one is read again
-        frame by frame when its turn comes, as above)."""
+        (Reading the next batch on the pool while this one's frames are taken was tried and measured
+        slower: the frames are made in Python while the reading thread waits for the GIL after every
+        zstd call -- docs/performance.md, "Issue 16".)"""
         if idx.step != 1 or len(idx) < 2:
             for i in idx:
                 yield self[i]
             return
         k = max(1, min(BATCH_READ_FRAMES, BATCH_READ_BYTES // self._frame_bytes()))
-        starts = range(idx.start, idx.stop, k)
-        ahead = len(starts) > 1 and parallel.threads() > 1 and not parallel._in_worker()
-        pending = None
-        try:
-            for n, s in enumerate(starts):
-                e = min(idx.stop, s + k)
-                try:
-                    if pending is not None:
-                        fut, pending = pending, None
-                        frames = fut.result()
-                    else:
-                        frames = self._frame_batch(s, e)
-                except Exception:      # noqa: BLE001 - read again frame by frame: same frames, same error
-                    frames = None
-                if ahead and n + 1 < len(starts):
-                    pending = parallel.submit(self._frame_batch, e, min(idx.stop, e + k))
-                if frames is None:
-                    for i in range(s, e):
-                        yield self[i]
-                else:
-                    yield from frames
-        finally:
-            if pending is not None:
-                pending.cancel()           # a read not started is dropped; one running ends on its own
+        for s in range(idx.start, idx.stop, k):
+            e = min(idx.stop, s + k)
+            try:
+                frames = self._frame_batch(s, e)
+            except Exception:          # noqa: BLE001 - read again frame by frame: same frames, same error
+                frames = None
+            if frames is None:
+                for i in range(s, e):
+                    yield self[i]
+            else:
+                yield from frames
 
     def _frame_batch(self, s: int, e: int):
         """Frames ``s .. e-1`` (valid ordinals), each equal to ``self[i]``, as a list or an iterator

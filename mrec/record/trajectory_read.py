@@ -577,6 +577,7 @@ class TrajectoryReader:
         self._steps: np.ndarray | None = None
         self._times: np.ndarray | None = None
         self._trusted: bool | None = None          # see _frames_trusted
+        self._plain_plan: list | bool | None = None  # see _make_plain_plan
         self._check_alignment()
 
     # -- basics ----------------------------------------------------------------
@@ -740,6 +741,20 @@ class TrajectoryReader:
         if not isinstance(i, (int, np.integer)) or isinstance(i, (bool, np.bool_)):
             return [self[int(k)] for k in self.ordinals(i)]
         i = self._ordinal(i)
+        plan = self._plain_plan
+        if plan is None:
+            plan = self._plain_plan = self._make_plain_plan()
+        if plan and parallel.read_threads() < 2:
+            # the common layout (regular blocks without masks, no meta, no cell, trusted names and
+            # dtypes): each column's rows, straight into a frame -- what the general path below reads
+            # and makes of these parts
+            blocks = {}
+            for name, cols, u, n in plan:
+                if n:
+                    lo = min(i, n - 1) * u
+                    rows = slice(lo, lo + u)
+                    blocks[name] = {col: arr.read(rows) for col, arr in cols}
+            return Frame._trusted_blocks(blocks)
         blocks, masks = {}, {}
         for name, b in self.layout.blocks.items():
             j = b.update_at(i)
@@ -757,6 +772,22 @@ class TrajectoryReader:
                 meta[key] = _meta_value(tag, arr.read(slice(i, i + 1))[0], arr.name)
         box = self.box_at(i) if self.layout.box.n_updates else None
         return self._make_frame(blocks, box, meta, masks, types)
+
+    def _make_plain_plan(self) -> list | bool:
+        """[(block, [(column, array)], rows a frame, updates)] when every frame of this reader is
+        read by the plain path of ``__getitem__`` (see there); False otherwise.  Made once: the
+        layout of an open reader does not change."""
+        lay = self.layout
+        if lay.meta or lay.box.n_updates or not self._frames_trusted():
+            return False
+        plan = []
+        for name, b in lay.blocks.items():
+            if b.n_updates and not b.regular:
+                return False
+            if b.masks or any(b.columns.get(c) is None for c in b.decl.columns):
+                return False
+            plan.append((name, [(c, b.columns[c]) for c in b.decl.columns], b.uniform_rows, b.n_updates))
+        return plan
 
     def _make_frame(self, blocks: dict, box, meta: dict, masks: dict, types: dict) -> Frame:
         if self._frames_trusted():

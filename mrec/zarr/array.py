@@ -393,7 +393,8 @@ class Array:
             if index is None:
                 return None
         coord = (i0, *tail)
-        if index.is_empty(coord):
+        span = (index.offsets.item(coord), index.nbytes.item(coord))
+        if span[0] == _EMPTY and span[1] == _EMPTY:
             return None
         a = r_lo - i0 * irows
         # a read of a whole inner chunk (a frame of a frame-aligned column) is not cached: the next
@@ -405,8 +406,8 @@ class Array:
             ck = self._chunk_cache
             if ck is None or ck[0][:2] != (key, coord):
                 limit = min(len(index.offsets), -(-(self.meta.shape[0] - lo0) // irows))
-                raw = self._raw_ahead(key, index, i0, int(index.offsets[coord]), int(index.nbytes[coord]), limit)
-        chunk = self._inner_chunk(key, index, coord, r_hi - i0 * irows, None, keep=not whole, raw=raw)
+                raw = self._raw_ahead(key, index, i0, span[0], span[1], limit)
+        chunk = self._inner_chunk(key, index, coord, r_hi - i0 * irows, None, keep=not whole, raw=raw, span=span)
         if chunk.dtype != self.meta.data_type.numpy:
             return None
         if whole:
@@ -616,12 +617,13 @@ class Array:
         return out
 
     def _inner_chunk(self, key: str, index: ShardIndex, coord, b: int, where: str | None,
-                     keep: bool = True, raw=False, dest: np.ndarray | None = None) -> np.ndarray:
+                     keep: bool = True, raw=False, dest: np.ndarray | None = None, span=None) -> np.ndarray:
         """Inner chunk ``coord`` (non-empty in ``index``) of shard ``key``, decoded and verified for its
-        first ``b`` rows; the last one decoded is cached."""
+        first ``b`` rows; the last one decoded is cached.  ``span``: its index entry (offset, bytes)
+        when the caller has read it already."""
         sh = self.sharding
         m = self.meta
-        off, n = int(index.offsets[coord]), int(index.nbytes[coord])
+        off, n = span if span is not None else (int(index.offsets[coord]), int(index.nbytes[coord]))
         ck = (key, coord, off, n)
         cached = self._chunk_cache
         if cached is not None and cached[0] == ck and (cached[2] >= b or (

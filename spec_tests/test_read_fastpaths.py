@@ -147,10 +147,15 @@ def test_batch_frames_have_every_field_of_the_frame_read_alone(tmp_path, monkeyp
     path = tmp_path / "t.mrec"
     _plain_trajectory(path)
     r = mrec.TrajectoryReader(path)
+    ref = mrec.TrajectoryReader(path)
+    ref._trusted = False                  # every frame through the general path and the validating constructor
     got = list(r)
+    alone = [r[i] for i in range(len(r))]          # r[i] of this plain layout: made lazily too
     assert len(got) == 40
-    for i, f in enumerate(got):
-        want = r[i]
+    assert "counts" not in vars(got[0]) and "counts" not in vars(alone[0])   # made lazily indeed
+    for i, f in enumerate(got + alone):
+        want = ref[i % 40]
+        assert type(want.__dict__.get("meta")) is dict            # the validated frame has them all
         assert isinstance(f, Frame) and f == want
         for name in ("counts", "meta", "masks", "meta_types", "precision", "block_attrs", "box"):
             assert getattr(f, name) == getattr(want, name), name
@@ -161,7 +166,7 @@ def test_batch_frames_have_every_field_of_the_frame_read_alone(tmp_path, monkeyp
     assert b.meta == {} and a.meta == {"k": 1}
     for clone in (pickle.loads(pickle.dumps(got[5])), copy.deepcopy(got[5]), dataclasses.replace(got[5])):
         assert clone == got[5] and clone.counts == {"atoms": 7}
-    assert repr(got[6]) == repr(r[6])
+    assert repr(got[6]) == repr(ref[6]) == repr(alone[6])
     with pytest.raises(AttributeError):
         got[7].no_such_field
 

@@ -232,3 +232,29 @@ def test_positions_of_a_range_are_the_stacked_columns(tmp_path):
         want = np.stack([r.column("atoms", c, frames) for c in "xyz"], axis=-1)
         got = r.positions(frames)
         assert got.shape == want.shape and got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+def test_read_columns_over_a_range_is_each_frame_stacked(tmp_path):
+    """read_columns(frames, ...) with a slice, a list or a mask: each pair's rows of those frames as
+    one array, equal to stacking read_columns(i, ...) frame by frame; an int keeps its old answer."""
+    import mrec
+    path = tmp_path / "t.mrec"
+    _plain_trajectory(path, n_frames=30, atoms=6)
+    r = mrec.TrajectoryReader(path)
+    pairs = [("atoms", "z"), ("atoms", "x")]
+    mask = np.zeros(30, bool)
+    mask[[2, 3, 17]] = True
+    for frames in (slice(None), slice(4, 29), slice(0, 30, 3), [5, 1, 29], mask, slice(7, 7)):
+        got = r.read_columns(frames, pairs)
+        sel = r.ordinals(frames)
+        assert list(got) == pairs
+        for p in pairs:
+            want = np.stack([r.read_columns(int(k), pairs)[p] for k in sel]) if len(sel) else np.zeros((0, 6))
+            assert got[p].reshape(len(sel), 6).tobytes() == want.reshape(len(sel), 6).tobytes()
+    assert r.read_columns(3, pairs)[("atoms", "x")].shape == (6,)
+    with pytest.raises(KeyError):
+        r.read_columns(slice(0, 3), [("atoms", "w")])
+    with pytest.raises(IndexError):
+        r.read_columns([0, 99], pairs)
+    with pytest.raises(TypeError):
+        r.read_columns(True, pairs)

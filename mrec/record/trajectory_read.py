@@ -918,15 +918,24 @@ class TrajectoryReader:
             out.append(make(blocks, box, meta, masks, types))
         return out
 
-    def read_columns(self, i: int, columns) -> dict:
-        """Selected ``(block, column)`` pairs of frame ``i``; an absent block is left out."""
-        i = self._ordinal(i)
-        out = {}
+    def read_columns(self, i, columns, *, threads: int | None = None) -> dict:
+        """Selected ``(block, column)`` pairs of frame ``i``; an absent block is left out.
+
+        ``i`` a slice (or a list of ordinals, a boolean mask): each pair's rows of those frames as
+        one ``[frames, rows, *trailing]`` array, :meth:`column`'s (every inner chunk decoded once,
+        on ``threads`` threads; no Frame is made), with its refusals for a ragged block or a block
+        absent in a frame asked for."""
         wanted: dict[str, set] = {}
         for block, col in columns:
             if block not in self.layout.blocks or col not in self.layout.blocks[block].decl.columns:
                 raise KeyError(f"{block}/{col} is not declared")
             wanted.setdefault(block, set()).add(col)
+        if not isinstance(i, (int, np.integer, bool, np.bool_)):      # a bool is refused by _ordinal
+            if not isinstance(i, slice):
+                self.ordinals(i)          # TypeError / IndexError for what is not frames
+            return {(block, col): self.column(block, col, i, threads=threads) for block, col in columns}
+        i = self._ordinal(i)
+        out = {}
         for block, cols in wanted.items():
             b = self.layout.blocks[block]
             j = b.update_at(i)

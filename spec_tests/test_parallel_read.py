@@ -58,7 +58,7 @@ def _outcome(store, rows, threads, serial_only=False):
     """The values (or the error's type and text) of a fresh read of ``rows``."""
     arr = Array.open(store, "x", appended=True)
     if serial_only:                   # the labelled path alone, as before the pool existed
-        arr._decoder_into = lambda: None
+        arr._decoder_into = lambda release_gil=False, many=False: None
     try:
         return ("ok", arr.read(rows, threads=threads).tobytes())
     except MrecError as exc:

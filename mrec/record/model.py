@@ -611,6 +611,28 @@ class Frame:
         return self
 
     @classmethod
+    def _trusted_blocks(cls, blocks: dict[str, dict[str, np.ndarray]]) -> "Frame":
+        """``_trusted(blocks, None, {}, {}, {})`` for a reader's batch of many small frames: the same
+        frame, with ``counts`` and the empty fields (meta, masks, meta_types, precision,
+        block_attrs) made on first access (see :meth:`__getattr__`) instead of for every frame."""
+        self = object.__new__(cls)
+        self.__dict__ = {"blocks": blocks, "box": None}
+        return self
+
+    def __getattr__(self, name: str):
+        # reached only for a field a _trusted_blocks frame has not made yet (every other Frame
+        # has them all from __init__): made now, once, as _trusted makes it
+        if name in _LAZY_FIELDS:
+            if name == "counts":
+                blocks = self.__dict__["blocks"]
+                value: Any = {b: (len(next(iter(cols.values()))) if cols else 0) for b, cols in blocks.items()}
+            else:
+                value = {}
+            self.__dict__[name] = value
+            return value
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @classmethod
     def from_any(cls, obj: Any, dtype_hints: Mapping[str, Mapping[str, str]] | None = None) -> "Frame":
         """A Frame from a Frame (returned as is), a mapping of Frame fields, or a mapping of blocks.
 
@@ -766,3 +788,5 @@ class Frame:
 
 
 _FRAME_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Frame))
+#: the fields a Frame._trusted_blocks frame makes on first access
+_LAZY_FIELDS = frozenset(("meta", "masks", "meta_types", "counts", "precision", "block_attrs"))

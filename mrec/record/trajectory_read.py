@@ -556,6 +556,20 @@ def logical_lengths(lay: Layout) -> dict[str, int]:
     return out
 
 
+def _lazy_frames(cols, nf: int):
+    """The frames of a batch whose values are read (``cols``: (block, column names, one tuple of
+    views a frame)), each made when it is taken (Frame._trusted_blocks: what _make_frame makes of
+    these parts); a frame not kept is freed before the next is made."""
+    make = Frame._trusted_blocks
+    if len(cols) == 1:
+        name, keys, rows = cols[0]
+        for r in rows:
+            yield make({name: dict(zip(keys, r))})
+        return
+    for k in range(nf):
+        yield make({name: dict(zip(keys, rows[k])) for name, keys, rows in cols})
+
+
 def _reopen_reader(path, storage_options):
     return TrajectoryReader(path, storage_options=storage_options)
 
@@ -571,6 +585,7 @@ class TrajectoryReader:
         self._steps: np.ndarray | None = None
         self._times: np.ndarray | None = None
         self._trusted: bool | None = None          # see _frames_trusted
+        self._plain_plan: list | bool | None = None  # see _make_plain_plan
         self._check_alignment()
 
     # -- basics ----------------------------------------------------------------
@@ -734,6 +749,20 @@ class TrajectoryReader:
         if not isinstance(i, (int, np.integer)) or isinstance(i, (bool, np.bool_)):
             return [self[int(k)] for k in self.ordinals(i)]
         i = self._ordinal(i)
+        plan = self._plain_plan
+        if plan is None:
+            plan = self._plain_plan = self._make_plain_plan()
+        if plan and parallel.read_threads() < 2:
+            # the common layout (regular blocks without masks, no meta, no cell, trusted names and
+            # dtypes): each column's rows, straight into a frame -- what the general path below reads
+            # and makes of these parts
+            blocks = {}
+            for name, cols, u, n in plan:
+                if n:
+                    lo = min(i, n - 1) * u
+                    rows = slice(lo, lo + u)
+                    blocks[name] = {col: arr.read(rows) for col, arr in cols}
+            return Frame._trusted_blocks(blocks)
         blocks, masks = {}, {}
         for name, b in self.layout.blocks.items():
             j = b.update_at(i)
@@ -751,6 +780,22 @@ class TrajectoryReader:
                 meta[key] = _meta_value(tag, arr.read(slice(i, i + 1))[0], arr.name)
         box = self.box_at(i) if self.layout.box.n_updates else None
         return self._make_frame(blocks, box, meta, masks, types)
+
+    def _make_plain_plan(self) -> list | bool:
+        """[(block, [(column, array)], rows a frame, updates)] when every frame of this reader is
+        read by the plain path of ``__getitem__`` (see there); False otherwise.  Made once: the
+        layout of an open reader does not change."""
+        lay = self.layout
+        if lay.meta or lay.box.n_updates or not self._frames_trusted():
+            return False
+        plan = []
+        for name, b in lay.blocks.items():
+            if b.n_updates and not b.regular:
+                return False
+            if b.masks or any(b.columns.get(c) is None for c in b.decl.columns):
+                return False
+            plan.append((name, [(c, b.columns[c]) for c in b.decl.columns], b.uniform_rows, b.n_updates))
+        return plan
 
     def _make_frame(self, blocks: dict, box, meta: dict, masks: dict, types: dict) -> Frame:
         if self._frames_trusted():
@@ -781,7 +826,11 @@ class TrajectoryReader:
         on the pool), then cut into frames equal to what ``self[i]`` returns.  A batch that fails in
         any way is read again frame by frame, so the frames before a damaged one are yielded and the
         error raised is the one ``self[i]`` raises, at the same frame.  A step other than 1 reads
-        frame by frame."""
+        frame by frame.
+
+        (Reading the next batch on the pool while this one's frames are taken was tried and measured
+        slower: the frames are made in Python while the reading thread waits for the GIL after every
+        zstd call -- docs/performance.md, "Issue 16".)"""
         if idx.step != 1 or len(idx) < 2:
             for i in idx:
                 yield self[i]
@@ -799,9 +848,10 @@ class TrajectoryReader:
             else:
                 yield from frames
 
-    def _frame_batch(self, s: int, e: int) -> list[Frame] | None:
-        """Frames ``s .. e-1`` (valid ordinals), each equal to ``self[i]``; None when a block has a
-        column without an array (the frame-by-frame path handles it).
+    def _frame_batch(self, s: int, e: int):
+        """Frames ``s .. e-1`` (valid ordinals), each equal to ``self[i]``, as a list or an iterator
+        (every value is read before this returns: only frames are made as they are taken); None
+        when a block has a column without an array (the frame-by-frame path handles it).
 
         A block updated at every frame of the batch with one row count (a regular block) gives each
         frame a view of its own rows of the batch's array (the frames never share rows; a frame kept
@@ -843,7 +893,7 @@ class TrajectoryReader:
             cols = [(name, list(values), list(zip(*values.values())) if values else [()] * nf)
                     for name, _b, _u, values, _m, _lo in per_block]
             if self._frames_trusted():
-                make = Frame._trusted              # what _make_frame calls for these parts
+                return _lazy_frames(cols, nf)       # made as they are taken: the values are read
             return [make({name: dict(zip(keys, rows[k])) for name, keys, rows in cols}, None, {}, {}, {})
                     for k in range(nf)]
         out = []
@@ -876,15 +926,24 @@ class TrajectoryReader:
             out.append(make(blocks, box, meta, masks, types))
         return out
 
-    def read_columns(self, i: int, columns) -> dict:
-        """Selected ``(block, column)`` pairs of frame ``i``; an absent block is left out."""
-        i = self._ordinal(i)
-        out = {}
+    def read_columns(self, i, columns, *, threads: int | None = None) -> dict:
+        """Selected ``(block, column)`` pairs of frame ``i``; an absent block is left out.
+
+        ``i`` a slice (or a list of ordinals, a boolean mask): each pair's rows of those frames as
+        one ``[frames, rows, *trailing]`` array, :meth:`column`'s (every inner chunk decoded once,
+        on ``threads`` threads; no Frame is made), with its refusals for a ragged block or a block
+        absent in a frame asked for."""
         wanted: dict[str, set] = {}
         for block, col in columns:
             if block not in self.layout.blocks or col not in self.layout.blocks[block].decl.columns:
                 raise KeyError(f"{block}/{col} is not declared")
             wanted.setdefault(block, set()).add(col)
+        if not isinstance(i, (int, np.integer, bool, np.bool_)):      # a bool is refused by _ordinal
+            if not isinstance(i, slice):
+                self.ordinals(i)          # TypeError / IndexError for what is not frames
+            return {(block, col): self.column(block, col, i, threads=threads) for block, col in columns}
+        i = self._ordinal(i)
+        out = {}
         for block, cols in wanted.items():
             b = self.layout.blocks[block]
             j = b.update_at(i)
@@ -979,7 +1038,30 @@ class TrajectoryReader:
             if not cols:
                 raise KeyError(f"block {block!r} is absent at frame {frames}")
             return np.stack([cols[(block, c)] for c in "xyz"], axis=1)
+        fast = self._positions_range(block, frames)
+        if fast is not None:
+            return fast
         return np.stack([self.column(block, c, frames) for c in "xyz"], axis=-1)
+
+    def _positions_range(self, block: str, frames) -> np.ndarray | None:
+        """``positions(frames)`` for a run of frames of a regular block whose x, y, z are 1-d columns
+        of one dtype: each column decoded straight into its lane of the (F, N, 3) result (no stack
+        of three column copies).  None when that does not apply (the general path reads it)."""
+        if frames is not None and not isinstance(frames, slice):
+            return None
+        b = self.layout.blocks[block]
+        idx = range(*(frames or slice(None)).indices(len(self)))
+        if not b.regular or idx.step != 1 or not len(idx) or idx[-1] >= b.n_updates:
+            return None
+        arrs = [b.columns.get(c) for c in "xyz"]
+        if any(a is None or a.meta.ndim != 1 for a in arrs) or len({a.dtype for a in arrs}) != 1:
+            return None
+        n = b.uniform_rows
+        out = np.empty((len(idx), n, 3), dtype=arrs[0].dtype)
+        rows = slice(idx[0] * n, (idx[-1] + 1) * n)
+        for k, arr in enumerate(arrs):
+            arr.read_into(rows, out.reshape(-1, 3)[:, k])          # a strided view of lane k
+        return out
 
     def __repr__(self) -> str:
         from .describe import reader_repr

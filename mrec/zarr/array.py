@@ -21,7 +21,7 @@ from .codecs.base import ChunkSpec
 from . import shardscan
 from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
-from .parallel import decode_all, encode_all
+from .parallel import decode_all, decode_parts, encode_all
 
 
 _EMPTY = int(EMPTY)
@@ -101,6 +101,9 @@ class Array:
         self._fast_geo: tuple | None = None          # see _fast_geometry
         self._fast_dec: tuple | None = None          # see _decoder
         self._fast_into: tuple | None = None         # see _decoder_into
+        self._fast_into_mt: tuple | None = None      # see _decoder_into
+        self._fast_many: tuple | None = None
+        self._fast_many_mt: tuple | None = None
         self._ahead: tuple | None = None             # see _raw_ahead
         self._last_read: tuple | None = None         # (shard key, inner row) of the last chunk fetched
         self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
@@ -260,6 +263,8 @@ class Array:
         trailing_grid = tuple(-(-s // c) for s, c in zip(m.shape[1:], cs[1:]))
         c_first, c_stop = start // cs[0], -(-stop // cs[0])
         whole = c_stop - c_first == 1 and all(g == 1 for g in trailing_grid)   # one chunk holds the range
+        if not whole and self._shards_span_trailing():
+            return self._read_shards_into(start, stop, np.empty(want, dtype=dtype), threads)
         out = None
         for c0 in range(c_first, c_stop):
             lo0 = c0 * cs[0]
@@ -284,6 +289,47 @@ class Array:
                 out[tuple(dst)] = block[tuple(src)]
         return out
 
+    def _shards_span_trailing(self) -> bool:
+        """Sharded by byte ranges with shards spanning the trailing axes exactly (each shard's rows
+        are a run of the result's rows)."""
+        m = self.meta
+        return self.sharding is not None and m.ndim >= 1 and tuple(m.chunk_shape[1:]) == tuple(m.shape[1:])
+
+    def _read_shards_into(self, start: int, stop: int, out: np.ndarray, threads: int | None) -> np.ndarray:
+        """Rows [start, stop) (inside the array, start < stop) decoded straight into ``out``, their
+        shape and dtype (any strides: a column of an interleaved result), shard after shard: the
+        chunks, checks and errors of :meth:`_read_range` without a fill of the result or a copy of
+        a shard's block.  Only when :meth:`_shards_span_trailing`."""
+        m = self.meta
+        cs = m.chunk_shape
+        tail = (0,) * (m.ndim - 1)
+        for c0 in range(start // cs[0], -(-stop // cs[0])):
+            lo0 = c0 * cs[0]
+            r_lo, r_hi = max(start, lo0) - lo0, min(stop, lo0 + cs[0]) - lo0
+            dst = out[lo0 + r_lo - start:lo0 + r_hi - start]
+            if self._read_shard_rows(self.chunk_key((c0, *tail)), r_lo, r_hi, threads, into=dst) is None:
+                np.copyto(dst, m.fill_value, casting="unsafe")
+        return out
+
+    def read_into(self, rows: slice, out: np.ndarray, *, threads: int | None = None) -> np.ndarray:
+        """``out[...] = self.read(rows)``, decoding straight into ``out`` where the layout allows (a
+        sharded array whose shards span the trailing axes; ``out`` may be strided, e.g. one column
+        of an interleaved (frames, atoms, 3) result): the same values and the same errors."""
+        m = self.meta
+        if m.ndim == 0 or rows.step not in (None, 1):
+            out[...] = self.read(rows, threads=threads)
+            return out
+        start, stop, _ = rows.indices(m.shape[0])
+        want = (max(stop - start, 0), *m.shape[1:])
+        if tuple(out.shape) != want or out.dtype != m.data_type.numpy:
+            raise ValueError(f"read_into needs an array of shape {list(want)} and dtype {m.data_type.numpy}, "
+                             f"got {list(out.shape)} {out.dtype}")
+        if stop <= start or not self._shards_span_trailing() or any(s == 0 for s in m.shape[1:]):
+            out[...] = self.read(rows, threads=threads)
+            return out
+        _check_alloc(want, self.name)
+        return self._read_shards_into(start, stop, out, threads)
+
     def _fast_geometry(self):
         """(shard rows, inner rows, shard key coords tail) when every read of a range inside one inner
         chunk can skip the general loop: sharded by byte ranges, shards and inner chunks spanning
@@ -304,13 +350,13 @@ class Array:
         self._fast_geo = (m, geo)
         return geo
 
-    def _resolved(self, slot: str, make: str):
-        """``sh.codecs.<make>(spec)`` of this array's inner chunks, kept in ``self.<slot>`` while
+    def _resolved(self, slot: str, make: str, **kw):
+        """``sh.codecs.<make>(spec, **kw)`` of this array's inner chunks, kept in ``self.<slot>`` while
         the sharding codec and the data type are the same objects."""
         sh, m = self.sharding, self.meta
         got = getattr(self, slot)
         if got is None or got[0] is not sh or got[1] is not m.data_type:
-            got = (sh, m.data_type, getattr(sh.codecs, make)(ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, "")))
+            got = (sh, m.data_type, getattr(sh.codecs, make)(ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, ""), **kw))
             setattr(self, slot, got)
         return got[2]
 
@@ -318,9 +364,12 @@ class Array:
         """The resolved decoder of this array's inner chunks (CodecPipeline.decoder), or None."""
         return self._resolved("_fast_dec", "decoder")
 
-    def _decoder_into(self):
-        """The resolved in-place decoder of this array's inner chunks (CodecPipeline.decoder_into), or None."""
-        return self._resolved("_fast_into", "decoder_into")
+    def _decoder_into(self, release_gil: bool = False, many: bool = False):
+        """The resolved in-place decoder of this array's inner chunks (CodecPipeline.decoder_into), or
+        None; ``release_gil``: the variant for decodes on several threads at once; ``many``: the one
+        decoding a list of chunks."""
+        slot = ("_fast_into", "_fast_into_mt", "_fast_many", "_fast_many_mt")[2 * many + release_gil]
+        return self._resolved(slot, "decoder_into", release_gil=release_gil, many=many)
 
     def _one_chunk_range(self, start: int, stop: int) -> np.ndarray | None:
         """Rows [start, stop) copied out of the one inner chunk holding them, or None (general path).
@@ -344,7 +393,8 @@ class Array:
             if index is None:
                 return None
         coord = (i0, *tail)
-        if index.is_empty(coord):
+        span = (index.offsets.item(coord), index.nbytes.item(coord))
+        if span[0] == _EMPTY and span[1] == _EMPTY:
             return None
         a = r_lo - i0 * irows
         # a read of a whole inner chunk (a frame of a frame-aligned column) is not cached: the next
@@ -356,8 +406,8 @@ class Array:
             ck = self._chunk_cache
             if ck is None or ck[0][:2] != (key, coord):
                 limit = min(len(index.offsets), -(-(self.meta.shape[0] - lo0) // irows))
-                raw = self._raw_ahead(key, index, i0, int(index.offsets[coord]), int(index.nbytes[coord]), limit)
-        chunk = self._inner_chunk(key, index, coord, r_hi - i0 * irows, None, keep=not whole, raw=raw)
+                raw = self._raw_ahead(key, index, i0, span[0], span[1], limit)
+        chunk = self._inner_chunk(key, index, coord, r_hi - i0 * irows, None, keep=not whole, raw=raw, span=span)
         if chunk.dtype != self.meta.data_type.numpy:
             return None
         if whole:
@@ -511,8 +561,8 @@ class Array:
         if raw is None or len(raw) != end - off:
             self._ahead = None
             return False                   # a short file: the chunk alone decides what to report
-        self._ahead = (key, off, memoryview(raw))
-        return self._ahead[2][:n]
+        ahead = self._ahead = (key, off, memoryview(raw))
+        return ahead[2][:n]                # this read's bytes, whatever another thread sets meanwhile
 
     def _prefetch(self, key: str, index: ShardIndex, coords) -> dict:
         """Raw bytes of the inner chunks ``coords`` of shard ``key`` that lie back to back in the file
@@ -522,13 +572,27 @@ class Array:
         :meth:`_inner_chunk` reads those itself."""
         cached = self._chunk_cache
         ents = []
-        for coord in coords:
-            if index.is_empty(coord):
-                continue
-            off, n = int(index.offsets[coord]), int(index.nbytes[coord])
-            if cached is not None and cached[0] == (key, coord, off, n):
-                continue
-            ents.append((off, n, coord))
+        if coords and index.offsets.size == index.offsets.shape[0] and \
+                all(len(c) == index.offsets.ndim and not any(c[1:]) for c in (coords[0], coords[-1])) \
+                and coords[-1][0] - coords[0][0] + 1 == len(coords):
+            # a run of rows of a one-cell-a-row grid (the usual whole read): the entries taken at once
+            lo = coords[0][0]
+            offs = index.offsets.reshape(-1)[lo:lo + len(coords)].tolist()
+            sizes = index.nbytes.reshape(-1)[lo:lo + len(coords)].tolist()
+            for coord, off, n in zip(coords, offs, sizes):
+                if off == _EMPTY and n == _EMPTY:
+                    continue
+                if cached is not None and cached[0] == (key, coord, off, n):
+                    continue
+                ents.append((off, n, coord))
+        else:
+            for coord in coords:
+                if index.is_empty(coord):
+                    continue
+                off, n = int(index.offsets[coord]), int(index.nbytes[coord])
+                if cached is not None and cached[0] == (key, coord, off, n):
+                    continue
+                ents.append((off, n, coord))
         ents.sort()
         views = self.sharding.codecs._view_decoders is not None
         out = {}
@@ -553,12 +617,13 @@ class Array:
         return out
 
     def _inner_chunk(self, key: str, index: ShardIndex, coord, b: int, where: str | None,
-                     keep: bool = True, raw=False, dest: np.ndarray | None = None) -> np.ndarray:
+                     keep: bool = True, raw=False, dest: np.ndarray | None = None, span=None) -> np.ndarray:
         """Inner chunk ``coord`` (non-empty in ``index``) of shard ``key``, decoded and verified for its
-        first ``b`` rows; the last one decoded is cached."""
+        first ``b`` rows; the last one decoded is cached.  ``span``: its index entry (offset, bytes)
+        when the caller has read it already."""
         sh = self.sharding
         m = self.meta
-        off, n = int(index.offsets[coord]), int(index.nbytes[coord])
+        off, n = span if span is not None else (int(index.offsets[coord]), int(index.nbytes[coord]))
         ck = (key, coord, off, n)
         cached = self._chunk_cache
         if cached is not None and cached[0] == ck and (cached[2] >= b or (
@@ -575,18 +640,27 @@ class Array:
         chunk = None
         if dest is None and raw is not None and len(raw) == n:
             # the resolved decoder (no per-chunk labels); any failure is decoded again below through
-            # the labelled path, which raises the error to report
-            fast = self._decoder()
-            if fast is not None:
+            # the labelled path, which raises the error to report.  The in-place one (crc32c and zstd
+            # fused, unshuffled into a fresh array) when the codecs allow, else the plain one
+            into = self._decoder_into()
+            if into is not None:
+                chunk = np.empty(sh.chunk_shape, dtype=m.data_type.numpy)
                 try:
-                    chunk = fast(raw)
+                    if not into(raw, chunk):
+                        chunk = None
                 except Exception:
                     chunk = None
-                if chunk is not None and shardscan.trusted(index, coord, chunk, b, m.fill_value):
-                    if keep:
-                        self._chunk_cache = (ck, chunk, b, True)
-                    return chunk
-                chunk = None           # not verified: the labelled path below decides
+            else:
+                fast = self._decoder()
+                try:
+                    chunk = fast(raw) if fast is not None else None
+                except Exception:
+                    chunk = None
+            if chunk is not None and shardscan.trusted(index, coord, chunk, b, m.fill_value):
+                if keep:
+                    self._chunk_cache = (ck, chunk, b, True)
+                return chunk
+            chunk = None               # not verified: the labelled path below decides
         if where is None:
             where = self.store.describe(key)
         inner_spec = ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, where)
@@ -633,35 +707,43 @@ class Array:
         ir = sh.chunk_shape[0]
         tail = (0,) * (m.ndim - 1)
         jobs = []
-        for i0 in range(first, last):
+        sizes = index.nbytes.reshape(index.nbytes.shape[0], -1)[first:last, 0].tolist()   # one cell a row
+        for i0, size in zip(range(first, last), sizes):
             lo0 = i0 * ir
             if lo0 < r_lo or lo0 + ir > r_lo + len(out):
                 continue
             coord = (i0, *tail)
             raw = raws.get(coord)
-            if raw is None or raw is False or len(raw) != int(index.nbytes[coord]):
+            if raw is None or raw is False or len(raw) != size:
                 continue
             jobs.append((coord, raw, out[lo0 - r_lo:lo0 - r_lo + ir]))
         if len(jobs) < 2:
             return set()
-        into = self._decoder_into()
+        nbytes = len(jobs) * out[:ir].nbytes
+        # on several threads, the unshuffle that runs without the GIL
+        into = self._decoder_into(release_gil=decode_parts(len(jobs), nbytes, threads) > 1, many=True)
         if into is None:
             return set()
         fill = m.fill_value
+        trusted = shardscan.trusted
 
-        def decode(job) -> bool:
-            coord, raw, dest = job
+        def decode(part) -> list:
             try:
-                return into(raw, dest) and shardscan.trusted(index, coord, dest, ir, fill)
-            except Exception:          # noqa: BLE001 - the serial loop decodes it again and reports
-                return False
-        ok = decode_all(decode, jobs, len(jobs) * out[:ir].nbytes, threads)
+                got = into([(raw, dest) for _c, raw, dest in part])
+                return [g and trusted(index, coord, dest, ir, fill) for g, (coord, _r, dest) in zip(got, part)]
+            except Exception:          # noqa: BLE001 - the serial loop decodes them again and reports
+                return [False] * len(part)
+        ok = decode_all(decode, jobs, nbytes, threads, per_part=True)
         done = {job[0] for job, good in zip(jobs, ok) if good}
         for coord in done:
             raws.pop(coord, None)
         return done
 
-    def _read_shard_rows(self, key: str, r_lo: int, r_hi: int, threads: int | None = None) -> np.ndarray | None:
+    def _read_shard_rows(self, key: str, r_lo: int, r_hi: int, threads: int | None = None,
+                         into: np.ndarray | None = None) -> np.ndarray | None:
+        """Rows [r_lo, r_hi) of the shard at ``key`` (None: the shard is absent).  ``into`` (an array
+        of exactly the rows' shape and the array's dtype, when the shard spans the trailing axes)
+        receives them and is returned."""
         sh = self.sharding
         index = self.shard_index(key)
         if index is None:
@@ -672,17 +754,24 @@ class Array:
         _check_alloc((r_hi - r_lo, *shard_shape[1:]), self.store.describe(key))
         grid = index.offsets.shape
         where = self.store.describe(key)
-        out = None
         single = all(g == 1 for g in grid[1:])   # an inner chunk spans every trailing axis
         first, last = r_lo // ics[0], -(-r_hi // ics[0])
         raws = {}
+        out = into
         if last - first > 1 or not single:
             raws = self._prefetch(key, index, [(i0, *it) for i0 in range(first, last) for it in _cells(grid[1:])])
             # every cell of the shard's grid below is written: a chunk, or the fill (as np.full would)
-            out = np.empty((r_hi - r_lo, *shard_shape[1:]), dtype=m.data_type.numpy)
+            if out is None:
+                out = np.empty((r_hi - r_lo, *shard_shape[1:]), dtype=m.data_type.numpy)
         done = self._decode_whole(key, index, raws, out, r_lo, first, last, where, threads) \
             if single and raws and out is not None else ()
-        for i0 in range(first, last):
+        rest = range(first, last)
+        if done:
+            if len(done) == last - first:
+                return out
+            zeros = (0,) * (len(grid) - 1)          # done only holds whole chunks of single-cell rows
+            rest = [i0 for i0 in rest if (i0, *zeros) not in done]
+        for i0 in rest:
             lo0 = i0 * ics[0]
             a, b = max(r_lo, lo0) - lo0, min(r_hi, lo0 + ics[0]) - lo0
             for it in _cells(grid[1:]):

@@ -15,7 +15,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence, TypeVar
 
-__all__ = ["call_all", "decode_all", "encode_all", "read_threads", "submit", "threads"]
+__all__ = ["call_all", "decode_all", "decode_parts", "encode_all", "read_threads", "submit", "threads"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -79,21 +79,35 @@ def encode_all(fn: Callable[[T], R], items: Sequence[T], nbytes: int) -> list[R]
     return [r for part in done for r in part]
 
 
-def decode_all(fn: Callable[[T], R], items: Sequence[T], nbytes: int, n: int | None = None) -> list[R]:
+def decode_all(fn: Callable, items: Sequence[T], nbytes: int, n: int | None = None, *,
+               per_part: bool = False) -> list:
     """``[fn(x) for x in items]`` for a read: the items cut into ``n`` contiguous parts (default
     :func:`threads`, i.e. ``MREC_THREADS`` or the machine's cores), the first decoded in this
     thread, the rest on the pool.  Inline below :data:`MIN_PARALLEL_DECODE` decoded bytes, for a
     single item, with ``n == 1`` and inside a pool worker.  Results in input order; ``fn`` is
     expected not to raise (a read's fast path reports failure as a value and leaves the error to
-    the serial, labelled path), but if it does the first failing part in order raises."""
-    n = threads() if n is None else max(1, int(n))
-    n = min(n, MAX_WORKERS + 1, len(items))
-    if n < 2 or nbytes < MIN_PARALLEL_DECODE or _in_worker():
-        return [fn(x) for x in items]
+    the serial, labelled path), but if it does the first failing part in order raises.
+    ``per_part``: ``fn`` takes a part (a list of items) and returns its list of results."""
+    n = decode_parts(len(items), nbytes, n)
+    if n < 2:
+        return fn(list(items)) if per_part else [fn(x) for x in items]
     cut = [len(items) * i // n for i in range(n + 1)]
     parts = [items[cut[i]:cut[i + 1]] for i in range(n)]
-    done = call_all([lambda part=part: [fn(x) for x in part] for part in parts])
+    if per_part:
+        done = call_all([lambda part=part: fn(part) for part in parts])
+    else:
+        done = call_all([lambda part=part: [fn(x) for x in part] for part in parts])
     return [r for part in done for r in part]
+
+
+def decode_parts(count: int, nbytes: int, n: int | None = None) -> int:
+    """How many parts :func:`decode_all` cuts ``count`` items of ``nbytes`` decoded bytes into with
+    ``n`` threads (1: decoded inline, in this thread)."""
+    n = threads() if n is None else max(1, int(n))
+    n = min(n, MAX_WORKERS + 1, count)
+    if n < 2 or nbytes < MIN_PARALLEL_DECODE or _in_worker():
+        return 1
+    return n
 
 
 def submit(fn: Callable[..., R], *args):

@@ -51,6 +51,15 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
 
 
+def _owned(v: np.ndarray, given) -> np.ndarray:
+    """``v``, or a copy of it when it shares memory with ``given`` (an array of the caller's): the
+    rows a writer buffers until its next landing are its own, never a view the caller may refill
+    in place before then (tests: spec_tests/test_writer_owns_rows.py)."""
+    if isinstance(given, np.ndarray) and np.may_share_memory(v, given):
+        return v.copy()
+    return v
+
+
 def _box_equal(a: Box, b: Box) -> bool:
     return (_same(np.asarray(a.vectors, np.float64), np.asarray(b.vectors, np.float64))
             and _same(np.asarray(a.origin, np.float64), np.asarray(b.origin, np.float64))
@@ -185,7 +194,8 @@ class Planning:
                     v = v.astype(want)
                 if cd.precision is not None:
                     v = round_to_precision(v, cd.precision)
-                values[col] = np.ascontiguousarray(v)
+                v = np.ascontiguousarray(v)
+                values[col] = _owned(v, given[col])
                 rows = len(v)
             if rows is None:
                 rows = 0
@@ -193,7 +203,7 @@ class Planning:
             for col, cd in decl.columns.items():
                 if cd.nullable:
                     m = (f.masks.get(name) or {}).get(col)
-                    masks[col] = np.ones(rows, bool) if m is None else np.asarray(m, dtype=bool)
+                    masks[col] = np.ones(rows, bool) if m is None else _owned(np.asarray(m, dtype=bool), m)
             bs = self.blocks[name]
             if bs.differs(rows, values, masks):
                 plans[name] = (rows, values, masks)
@@ -408,9 +418,12 @@ class Planning:
             for p, group in spec[name][2]:
                 # the columns of one precision (and trailing shape) are stacked and rounded in one call
                 if len(group) == 1 and F == 1:
-                    v = run[0][name][group[0]][None]
+                    src = run[0][name][group[0]]
+                    v = src[None]
                     if p is not None:
                         v = round_to_precision(v, p)
+                    if np.may_share_memory(v, src):
+                        v = v.copy()        # the writer owns what it buffers: the caller may refill src
                 else:
                     srcs = [blk[name][c] for c in group for blk in run]
                     # stacked and rounded in one go unless a value is NaN / inf / huge

@@ -116,12 +116,15 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
         Not atomic, like the loop: a frame that :meth:`append` refuses raises the same
         :class:`RefusalError` (the refused frame itself always goes through :meth:`append`); the frames
         before it stay appended (and automatically flushed where the loop would have flushed), the
-        refused frame and the rest are not.  Frames are taken from the iterable
-        :attr:`EXTEND_WINDOW` at a time, so a refusal may leave some frames after it consumed.
+        refused frame and the rest are not.  A list or tuple is taken :attr:`EXTEND_WINDOW` frames at
+        a time.  Any other iterable is taken one frame at a time (each appended before the next is
+        asked for), because a generator may refill the same arrays for its next frame: pass a list
+        to have runs batched.
         """
+        window = self.EXTEND_WINDOW if isinstance(frames, (list, tuple)) else 1
         it = iter(frames)
         while True:
-            batch = list(itertools.islice(it, self.EXTEND_WINDOW))
+            batch = list(itertools.islice(it, window))
             if not batch:
                 return
             pos = 0

@@ -36,6 +36,11 @@ from .trajectory_land import _Writer
 from .trajectory_read import TRAJ
 
 
+def _on_committer() -> bool:
+    import threading
+    return threading.current_thread().name.startswith("mrec-commit")
+
+
 class Committing:
     """The commit methods of :class:`~mrec.record.trajectory_write.TrajectoryWriter` (a mixin)."""
 
@@ -98,38 +103,118 @@ class Committing:
         try:
             self._land_and_publish(durable)
         except BaseException as exc:
-            what, key = self._at
+            self._fail(exc)
             if isinstance(exc, OSError):
-                self.failed = WriteError(
-                    f"{what} {key or self.store.root} failed ({exc.strerror or exc}); this writer refuses further "
-                    f"work: frames {self.committed} and later were not reported committed, reopen the store "
-                    "(TrajectoryWriter.open) to continue from what is on disk",
-                    path=self.store.describe(key) if key else self.store.root, errno=exc.errno)
-                self._poisoned()
                 raise self.failed from exc
+            raise
+
+    def _fail(self, exc: BaseException) -> None:
+        """A commit failed with ``exc``: the writer's :class:`WriteError` (naming what the commit was
+        doing, ``_at``), and the writer poisoned."""
+        what, key = self._at
+        if isinstance(exc, OSError):
+            self.failed = WriteError(
+                f"{what} {key or self.store.root} failed ({exc.strerror or exc}); this writer refuses further "
+                f"work: frames {self.committed} and later were not reported committed, reopen the store "
+                "(TrajectoryWriter.open) to continue from what is on disk",
+                path=self.store.describe(key) if key else self.store.root, errno=exc.errno)
+        else:
             self.failed = WriteError(f"{what} {key} failed ({type(exc).__name__}: {exc}); this writer refuses "
                                      "further work: reopen the store (TrajectoryWriter.open)",
                                      path=self.store.describe(key) if key else self.store.root)
-            self.failed.__cause__ = exc
-            self._poisoned()
-            raise
+        self.failed.__cause__ = exc
+        self._poisoned()
+
+    # -- the pipelined writer: automatic commits queued to a committer thread ------------------------
+    #: queued commits hold at most this many bytes of rows; beyond, the next automatic flush waits
+    QUEUE_BYTES = 64 << 20
+
+    def _queue_commit(self, durable: bool) -> None:
+        """An automatic commit of a pipelined writer (``pipeline=True``): planned here — exactly what
+        :meth:`_commit` would land and publish now, with the rows buffered since the last commit
+        handed over — and run on the writer's committer thread, one commit after the other in the
+        order they were queued, each in the order of the commit protocol.  Returns at once unless
+        the queue holds :attr:`QUEUE_BYTES` (then it waits for the oldest).  A queued commit that
+        fails poisons the writer as :meth:`_commit` does; its :class:`WriteError` surfaces at the
+        writer's next call (:meth:`_surface`), with the store at its last completed commit."""
+        self._surface()
+        if self.failed is not None:
+            raise self._refusal()
+        plan = self._plan_commit()
+        moves = []
+        for w in plan[0]:
+            if w.held:
+                moves.append((w, w.held))
+                w.held = []
+        nbytes = sum(r.nbytes for _w, rows in moves for r in rows)
+        queue = self._queue
+        while queue and (queue[0][0].done() or self._queued_bytes + nbytes > self.QUEUE_BYTES):
+            fut, n = queue.popleft()
+            fut.result()
+            self._queued_bytes -= n
+        if self._committer is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mrec-commit")
+        queue.append((self._committer.submit(self._run_queued, plan, moves, durable), nbytes))
+        self._queued_bytes += nbytes
+
+    def _run_queued(self, plan: tuple, moves: list, durable: bool) -> None:
+        """(On the committer thread.)  One queued commit; nothing once the writer has failed."""
+        if self.failed is not None:
+            return
+        try:
+            for w, rows in moves:
+                for r in rows:
+                    w.appender.append(r)
+            self._land_and_publish(durable, plan)
+        except BaseException as exc:
+            if self.failed is None:
+                self._fail(exc)
+                self._unreported = self.failed
+
+    def _drain(self) -> None:
+        """Wait for every queued commit (flush, close, a failure elsewhere)."""
+        queue = self._queue
+        while queue:
+            fut, n = queue.popleft()
+            fut.result()
+            self._queued_bytes -= n
+
+    def _surface(self) -> None:
+        """Raise, once, the :class:`WriteError` of a queued commit that failed since the last call."""
+        f = self._unreported
+        if f is not None:
+            self._unreported = None
+            raise f
+
+    def _stop_committer(self) -> None:
+        if self._committer is not None:
+            self._committer.shutdown(wait=True)
+            self._committer = None
 
     def _poisoned(self) -> None:
         """A failed writer writes nothing more: its lock goes now (best effort), so the store can be
-        reopened, in this process or another."""
+        reopened, in this process or another — after any commit still running on the committer
+        thread (which then finds the writer failed and runs nothing more)."""
+        if self._queue and not _on_committer():
+            self._drain()
         try:
             self._release_lock()
         except OSError:
             pass
 
-    def _land_and_publish(self, durable: bool) -> None:
-        st = self.store
+    def _plan_commit(self) -> tuple:
+        """What the next commit lands and publishes, decided now (no I/O): ``(order, groups, attrs,
+        nframes)`` — the arrays to land in the landing order (the index arrays before what they
+        index), the groups to publish (their attributes as they are now), the attributes of
+        ``trajectory/zarr.json`` and the frame count it commits (``nstep``).  A queued commit
+        (:meth:`_queue_commit`) runs it later, on the committer thread."""
         order: list[_Writer] = []        # the landing order (the index arrays before what they index)
         groups = []
         for bs in self.blocks.values():
             order += [w for w in bs.writers() if w.dirty]
             if bs.group_dirty:
-                groups.append((bs.path, bs.attrs))
+                groups.append((bs.path, dict(bs.attrs)))
                 bs.group_dirty = False
             if bs.validity_missing:
                 groups.append((f"{bs.path}/{VALIDITY}", {}))
@@ -137,11 +222,33 @@ class Committing:
         box = [w for w in self.box.writers() if w.dirty]
         order += box
         if self.box.group_dirty or (box and not self.box.group_exists):
-            groups.append((f"{TRAJ}/box", self.box.attrs))
+            groups.append((f"{TRAJ}/box", dict(self.box.attrs)))
             self.box.group_dirty = False
             self.box.group_exists = True
         rest = list(self.meta.values()) + [s.array for s in (self.step, self.time) if s.array is not None]
         order += [w for w in rest if w.dirty]
+        attrs = dict(self.traj_attrs)
+        attrs["sequence_schema"] = self.schema.to_json() if "sequence_schema" not in attrs else attrs["sequence_schema"]
+        attrs["nstep"] = self.nframes
+        for key, s in (("step_progression", self.step), ("time_progression", self.time)):
+            a = s.attribute()
+            if a is None:
+                attrs.pop(key, None)
+            else:
+                attrs[key] = a
+        self._flushed = self.nframes
+        return order, groups, attrs, self.nframes
+
+    def _land_and_publish(self, durable: bool, plan: tuple | None = None) -> None:
+        st = self.store
+        if plan is None:
+            plan = self._plan_commit()
+            for w in plan[0]:
+                if w.held:          # a pipelined writer's flush / close: the rows since its last queued commit
+                    for r in w.held:
+                        w.appender.append(r)
+                    w.held = []
+        order, groups, marker, nframes = plan
         data_keys = self._land(order)
         if not durable:
             meta_keys = []
@@ -174,22 +281,13 @@ class Committing:
                 self._at = ("publishing", meta_key(path))
                 write_group(st, path, attrs, fsync=True)
                 self._sync_dirs(meta_key(path), done)
-        attrs = dict(self.traj_attrs)
-        attrs["sequence_schema"] = self.schema.to_json() if "sequence_schema" not in attrs else attrs["sequence_schema"]
-        attrs["nstep"] = self.nframes
-        for key, s in (("step_progression", self.step), ("time_progression", self.time)):
-            a = s.attribute()
-            if a is None:
-                attrs.pop(key, None)
-            else:
-                attrs[key] = a
         self._at = ("committing (nstep)", meta_key(TRAJ))
-        st.set(meta_key(TRAJ), json_dumps(GroupMetadata(attrs).to_json()), fsync=durable)
+        st.set(meta_key(TRAJ), json_dumps(GroupMetadata(marker).to_json()), fsync=durable)
         if durable:
             self._at = ("fsync of the directory", TRAJ)
             st.fsync_dir(TRAJ)
-        self.traj_attrs = attrs
-        self.committed = self.nframes
+        self.traj_attrs = marker
+        self.committed = nframes
         self._ahead_apps = None             # the arrays of this commit: checked by _check_encodes
         self._at = ("", "")
 

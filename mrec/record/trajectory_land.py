@@ -27,6 +27,7 @@ class _Writer:
         self.appender = ShardedAppender(array, rows, ahead=True)      # encodes on the pool as rows arrive
         self.new = new          # zarr.json not yet on disk
         self.meta_dirty = new
+        self.held: list | None = None   # a pipelined writer's rows since its last queued commit
 
     @property
     def path(self) -> str:
@@ -37,11 +38,14 @@ class _Writer:
         return self.appender.total_rows
 
     def append(self, rows) -> None:
-        self.appender.append(rows)
+        if self.held is not None:       # pipelined: the committer thread hands them to the appender
+            self.held.append(rows)
+        else:
+            self.appender.append(rows)
 
     @property
     def dirty(self) -> bool:
-        return self.meta_dirty or self.appender.pending_rows > 0
+        return self.meta_dirty or self.appender.pending_rows > 0 or bool(self.held)
 
     def shard_key(self) -> str:
         """The shard file the next landing writes first (for error messages)."""
@@ -85,7 +89,10 @@ class Landing:
     """The landing methods of :class:`~mrec.record.trajectory_write.TrajectoryWriter` (a mixin)."""
 
     def _new_dense(self, path: str, dtype: str, trailing=()) -> _Writer:
-        return _Writer(Array(self.store, path, _dense_meta(dtype, trailing, extent=self.dense_extent)), 0, new=True)
+        w = _Writer(Array(self.store, path, _dense_meta(dtype, trailing, extent=self.dense_extent)), 0, new=True)
+        if self.pipeline:
+            w.held = []
+        return w
 
     def _all_writers(self):
         for bs in self.blocks.values():

@@ -69,7 +69,7 @@ class Opening:
     @_write_errors("creating the trajectory")
     def create(cls, path, schema, *, flush_every: int | None = None, compression=None, durable: bool = True,
                meta: dict | None = None, fs=None, profile: str = "reference",
-               expected_frames: int | None = None) -> "TrajectoryWriter":
+               expected_frames: int | None = None, pipeline: bool = False) -> "TrajectoryWriter":
         _refuse_url(path, "create a trajectory at")
         path = os.fspath(path)
         if profile not in X.PROFILES:
@@ -105,6 +105,7 @@ class Opening:
             w._create_layout(written)
             w.flush_every = flush_every if flush_every is not None else w._auto_k()
             w._check_flush_every()
+            w._use_pipeline(pipeline)
         except BaseException:
             w._release_lock()
             if made:
@@ -127,7 +128,7 @@ class Opening:
     @classmethod
     @_write_errors("reopening the trajectory")
     def open(cls, path, *, flush_every: int | None = None, durable: bool = True, fs=None,
-             compression=None, truncate_after_step: int | None = None) -> "TrajectoryWriter":
+             compression=None, truncate_after_step: int | None = None, pipeline: bool = False) -> "TrajectoryWriter":
         """Reopen to append.  ``truncate_after_step=S`` first drops every committed frame whose
         step is after S (a restart from a checkpoint at S; see :mod:`mrec.record.truncate`)."""
         _refuse_url(path, "append to")
@@ -159,6 +160,7 @@ class Opening:
             w._restore(layout)
             w.flush_every = flush_every if flush_every is not None else w._auto_k()
             w._check_flush_every()
+            w._use_pipeline(pipeline)
         except BaseException:
             held.release()
             raise
@@ -312,7 +314,7 @@ class Opening:
     def _restore(self, layout) -> None:
         st = self.store
         n = layout.nstep
-        self.nframes = self.committed = n
+        self.nframes = self.committed = self._flushed = n
         self.traj_attrs = dict(layout.attrs)
         reader = TrajectoryReader(None, store=st)
         # steps

@@ -362,7 +362,7 @@ class Planning:
         spec = self._fast_spec()
         if spec is None:
             return None
-        room = self.flush_every - (self.nframes - self.committed)
+        room = self.flush_every - (self.nframes - self._flushed)
         last = self.step.last
         first_step = 0 if last is None else last + 1
         end = min(len(batch), pos + max(1, room), pos + max(0, I64_MAX - first_step + 1))

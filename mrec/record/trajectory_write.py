@@ -16,13 +16,14 @@ mixin class the writer is made of), in the order a frame meets them:
 plus :mod:`~mrec.record.trajectory_open` (``create``, ``open``: the layout, the reopen rule).
 
 Every ``flush_every`` frames an automatic (not fsynced unless ``durable="always"``) commit lands
-the buffer; :meth:`TrajectoryWriter.flush` and :meth:`TrajectoryWriter.close` commit durably
+the buffer (on a committer thread, queued, with ``pipeline=True``); :meth:`TrajectoryWriter.flush` and :meth:`TrajectoryWriter.close` commit durably
 when ``durable`` is true.  A commit that fails raises :class:`~mrec.errors.WriteError` and
 poisons the writer: every later call refuses, the lock is released, and
 :meth:`TrajectoryWriter.open` continues from what is on disk (docs/reliability.md, "Write errors").
 """
 from __future__ import annotations
 
+import collections
 import itertools
 
 import numpy as np
@@ -51,7 +52,10 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
     (not fsynced) flush lands the buffer; :meth:`flush` and :meth:`close` are
     durable when ``durable`` is true.  ``durable="always"`` fsyncs automatic
     flushes too: what a file system that orders nothing but fsync needs for every
-    commit to survive a power loss (docs/reliability.md).
+    commit to survive a power loss (docs/reliability.md).  ``pipeline=True`` queues the
+    automatic flushes to a committer thread (same bytes, same protocol, bounded queue): ``append``
+    then only validates, rounds and buffers, and a failure of a queued commit is raised at the
+    next call (:mod:`~mrec.record.trajectory_commit`).
     """
 
     def __init__(self, store: DirectoryStore, schema: SequenceSchema, *, durable, compression: X.Compression):
@@ -78,6 +82,12 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
         self.flush_every = 1
         self.system: dict[str, tuple[int, np.ndarray | None]] = {}   # block -> (rows, id) of system/
         self._unsynced: tuple[list, list] = ([], [])   # keys written by automatic flushes since the last fsync
+        self._flushed = 0                  # frames handed to a commit (run, or queued when pipelined)
+        self.pipeline = False              # automatic commits queued to a committer thread (_queue_commit)
+        self._queue: collections.deque = collections.deque()    # (future, bytes) of queued commits
+        self._queued_bytes = 0
+        self._committer = None
+        self._unreported: WriteError | None = None   # a queued commit's failure, raised at the next call
 
     # -- append ---------------------------------------------------------------------------------
     def append(self, frame, step=None, time=None) -> None:
@@ -85,7 +95,7 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
 
         A regular frame with the default step and no time takes the batch path of :meth:`extend`
         (a run of one frame); the store is the same (``spec_tests/test_extend.py``)."""
-        self._check_encodes()
+        self._check_workers()
         if step is None and time is None and self._extend_run((frame,), 0):
             return
         self._append_checked(frame, step, time)
@@ -129,7 +139,7 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
                 return
             pos = 0
             while pos < len(batch):
-                self._check_encodes()
+                self._check_workers()
                 n = self._extend_run(batch, pos)
                 if n:
                     pos += n
@@ -150,22 +160,44 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
     def _added(self, count: int) -> None:
         """``count`` frames were buffered: commit (automatically) when ``flush_every`` are pending."""
         self.nframes += count
-        if self.nframes - self.committed >= self.flush_every:
-            self._commit(durable=self.durable_auto)
+        if self.nframes - self._flushed >= self.flush_every:
+            if self.pipeline:
+                self._queue_commit(durable=self.durable_auto)
+            else:
+                self._commit(durable=self.durable_auto)
+
+    def _use_pipeline(self, pipeline) -> None:
+        """``pipeline=True``: automatic commits are queued to a committer thread (see
+        :meth:`~mrec.record.trajectory_commit.Committing._queue_commit`); from now on every array's
+        rows wait in its ``_Writer.held`` until their commit is queued."""
+        if not isinstance(pipeline, bool):
+            raise RefusalError(f"pipeline={pipeline!r} is not True or False", kind="bad_pipeline")
+        self.pipeline = pipeline
+        if pipeline:
+            for w in self._all_writers():
+                w.held = []
+
+    def _check_workers(self) -> None:
+        """A failure on another thread — a queued commit's, an encode ahead's — raised at this call."""
+        self._surface()
+        self._check_encodes()
 
     def _check_usable(self) -> None:
+        self._surface()
         if self.failed is not None:
             raise self._refusal()
         if self.closed:
             raise RefusalError("the writer is closed", path=self.store.root, kind="closed")
 
     def _check_open(self) -> None:
-        self._check_encodes()
+        self._check_workers()
         self._check_usable()
 
     # -- flush, close ---------------------------------------------------------------------------
     def flush(self) -> None:
-        """Land every buffered frame and commit; durable unless the writer was made with durable=False."""
+        """Land every buffered frame and commit; durable unless the writer was made with durable=False.
+        A pipelined writer first waits for its queued commits."""
+        self._drain()
         self._check_open()
         self._commit(durable=self.durable)
 
@@ -174,18 +206,21 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
         :class:`WriteError`) once, releasing its lock; the store stays as it was left."""
         if self.closed:
             return
+        self._drain()
         try:
-            self._check_encodes()
+            self._check_workers()
         except WriteError:
             pass                           # self.failed is set: refused just below
         if self.failed is not None:
             self.closed = True
             self._poisoned()
+            self._stop_committer()
             raise self._refusal()
         try:
             self._commit(durable=self.durable)
         finally:
             self.closed = True
+            self._stop_committer()
             if self.failed is None:
                 try:
                     self._release_lock()
@@ -201,6 +236,7 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
         if exc_type is not None and self.failed is not None:
             self.closed = True          # the failure is already propagating: do not raise it again
             self._poisoned()
+            self._stop_committer()
             return
         self.close()
 

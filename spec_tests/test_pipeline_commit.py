@@ -11,7 +11,6 @@ bit-identical prefix of at least the frames reported flushed.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import signal
 import subprocess
@@ -25,16 +24,7 @@ import mrec
 from mrec.fs.faulty import FaultyFileSystem
 from mrec.record.precision import round_to_precision
 
-
-def _tree(root) -> dict:
-    out = {}
-    for d, _dirs, files in os.walk(root):
-        for f in files:
-            if f.startswith(".mrec-writer"):
-                continue
-            p = os.path.join(d, f)
-            out[os.path.relpath(p, root)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
-    return out
+from test_encode_ahead import _tree  # noqa: E402  (spec_tests is on sys.path)
 
 
 def _schema(rich: bool) -> mrec.SequenceSchema:

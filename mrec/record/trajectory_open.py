@@ -103,9 +103,7 @@ class Opening:
             w._use_profile(profile, compression)
             w._use_size_hint(expected_frames)
             w._create_layout(written)
-            w.flush_every = flush_every if flush_every is not None else w._auto_k()
-            w._check_flush_every()
-            w._use_pipeline(pipeline)
+            w._use_knobs(flush_every, pipeline)
         except BaseException:
             w._release_lock()
             if made:
@@ -158,9 +156,7 @@ class Opening:
                 if lower_commit(store, layout, truncate_after_step, durable=w.durable) < layout.nstep:
                     layout = load_layout(store)
             w._restore(layout)
-            w.flush_every = flush_every if flush_every is not None else w._auto_k()
-            w._check_flush_every()
-            w._use_pipeline(pipeline)
+            w._use_knobs(flush_every, pipeline)
         except BaseException:
             held.release()
             raise
@@ -187,6 +183,12 @@ class Opening:
         k = self.flush_every
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise RefusalError(f"flush_every {k!r} is not a positive integer", kind="bad_flush_every")
+
+    def _use_knobs(self, flush_every, pipeline) -> None:
+        """``flush_every`` (default: the chapter's automatic K) and ``pipeline``, checked."""
+        self.flush_every = flush_every if flush_every is not None else self._auto_k()
+        self._check_flush_every()
+        self._use_pipeline(pipeline)
 
     # -- the lock ---------------------------------------------------------------------
     _lock = None

@@ -674,3 +674,28 @@ def test_stack_rows_is_np_stack():
         assert got.shape == want.shape and got.dtype == want.dtype and got.tobytes() == want.tobytes()
     with pytest.raises(ValueError):
         stack_rows([np.zeros(3), np.zeros(4)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_F64 | st.sampled_from([0.0, -0.0, 0.5, -2.5, 1e300, -1e308, 2.0**60, 5e-324, 2.2e-308]),
+                min_size=1, max_size=12),
+       st.sampled_from([1e-3, 1e-2, 0.5, 0.75, 1.0, 2.0**-1000, 2.0**1000, 3e-7, 1e5, 2.0**-999 * 1.5]),
+       st.sampled_from([1, 1100]))
+def test_batch_rounding_multiplies_by_the_exact_inverse_quantum(values, p, rows):
+    """The writer's batch rounding (stack_rounded, round_in_place) multiplies by 1/q instead of
+    dividing by q: for every admissible p, 1/q is exact, so each stored value is bit for bit what
+    round_to_precision stores (subnormals, overflow to inf, signed zeros, |x| >= 2^52 q), or the
+    batch path says no (a non-finite result) and the writer rounds with round_to_precision."""
+    from mrec.record.precision import inverse_quantum, quantum, round_in_place, round_to_precision, stack_rounded
+    assert inverse_quantum(p) * quantum(p) == 1.0
+    a = np.resize(np.array(values, dtype=np.float64), rows)
+    srcs = [a, a[::-1].copy()]
+    want = round_to_precision(np.stack(srcs), p)
+    got = stack_rounded(srcs, p)
+    if got is not None:
+        assert got.view(np.uint64).tobytes() == want.view(np.uint64).tobytes()
+    b = np.stack(srcs)
+    if round_in_place(b, p):
+        assert b.view(np.uint64).tobytes() == want.view(np.uint64).tobytes()
+    with np.errstate(all="ignore"):
+        assert (a * inverse_quantum(p)).view(np.uint64).tobytes() == (a / quantum(p)).view(np.uint64).tobytes()

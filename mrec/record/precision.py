@@ -66,6 +66,19 @@ def _quantum_of(value: float) -> float:
     return math.ldexp(1.0, e - 1)
 
 
+def inverse_quantum(p: Any) -> float:
+    """``1 / quantum(p)``, exactly: ``q = 2^k`` with ``-1001 <= k <= 999``, so ``2^-k`` is a normal
+    binary64.  ``x * inverse_quantum(p)`` is therefore bit for bit ``x / q`` (both are the correctly
+    rounded value of the same real number, overflow and underflow included), at the cost of a
+    multiply instead of a divide (~3x less on this machine: the writer's batch rounding)."""
+    return _inverse_quantum_of(check_precision(p))
+
+
+@functools.lru_cache(maxsize=256)
+def _inverse_quantum_of(value: float) -> float:
+    return 1.0 / _quantum_of(value)
+
+
 def _as_f64(values: Any, what: str) -> np.ndarray:
     a = np.asarray(values)
     if a.dtype.kind != "f" or a.dtype.itemsize != 8:
@@ -110,9 +123,9 @@ def round_in_place(a: np.ndarray, p: Any) -> bool:
     inf, or ``x / q`` overflowing), detected by the sum of the result; then it returns False, ``a``
     is garbage, and the caller rounds the original values with :func:`round_to_precision`.
     """
-    q = quantum(p)
+    q, inv = quantum(p), inverse_quantum(p)
     with np.errstate(invalid="ignore", over="ignore"):
-        np.divide(a, q, out=a)
+        np.multiply(a, inv, out=a)          # = a / q, bit for bit (inverse_quantum)
         np.rint(a, out=a)
         np.multiply(a, q, out=a)
         total = np.add.reduce(a, axis=None)
@@ -138,11 +151,11 @@ def stack_rounded(arrays: list, p: Any) -> np.ndarray | None:
     if np.size(arrays[0]) < 1024:      # small rows: one stack costs less than a divide per row
         out = stack_rows(arrays)
         return out if round_in_place(out, p) else None
-    q = quantum(p)
+    q, inv = quantum(p), inverse_quantum(p)
     out = np.empty((len(arrays), *np.shape(arrays[0])), dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         for k, a in enumerate(arrays):
-            np.divide(a, q, out=out[k])
+            np.multiply(a, inv, out=out[k])   # = a / q, bit for bit (inverse_quantum)
         np.rint(out, out=out)
         np.multiply(out, q, out=out)
         total = np.add.reduce(out, axis=None)

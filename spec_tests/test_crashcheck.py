@@ -209,3 +209,105 @@ def test_crashcheck_faults_flags_a_writer_that_forgets_a_failure(capsys, monkeyp
     monkeypatch.setattr(mrec.TrajectoryWriter, "_commit", forgetful)
     assert tool.main(["--faults", "--quick", "--cuts", "4"]) == 1
     assert "after the failure the writer accepted" in capsys.readouterr().out
+
+
+# -- --reopen: a second writer session on the states a crash of the first left (issue 17) -----------
+
+def _reopen_counts(out: str) -> dict:
+    import re
+    m = re.search(r"session-1 states (\d+), second sessions (\d+) appending \+ (\d+) truncating; their "
+                  r"process-crash states (\d+), torn-write states (\d+), power-loss states (\d+) .*violations (\d+)",
+                  out)
+    assert m, out[:2000]
+    return dict(zip(("s1", "append", "truncate", "process", "torn", "power", "violations"), map(int, m.groups())))
+
+
+@pytest.mark.parametrize("model", [[], ["--strict-metadata", "--durable-always"]], ids=["ordered", "strict-always"])
+def test_crashcheck_reopen_large_frames(capsys, model):
+    """Large frames (one frame an inner chunk: a 1-d f64 column of 2048 rows, positions of 1400
+    atoms) whose leading values repeat: crash states of a first session (an unindexed landing, an
+    indexed uncommitted one, a torn 64 KiB index rewrite, a power loss), each reopened -- plainly and
+    with truncate_after_step -- and appended to; every cut of that second session, whole, torn between
+    pages or after a power loss, reads exactly the committed frames (docs/reliability.md, "Reopen
+    mode").  Fails on main before the issue-17 rebuild fix: wrong rows and Contradiction refusals."""
+    code = _tool().main(["--reopen", "--quick", "--seeds", "0", "--plan", "large-quick", "-v"] + model)
+    out = capsys.readouterr().out
+    c = _reopen_counts(out)
+    assert c["s1"] == 4 and c["append"] == 4 and c["truncate"] >= 3, c
+    assert c["process"] > 500 and c["torn"] > 150 and c["power"] > 1000, c
+    for kind in ("indexed uncommitted landing", "unindexed landing", "torn after", "power loss after a landing"):
+        assert kind in out, kind
+    assert code == 0 and c["violations"] == 0, out[:6000]
+
+
+def test_crashcheck_reopen_small_frames(capsys):
+    """The small-frame session (many frames an inner chunk) through the same second sessions."""
+    assert _tool().main(["--reopen", "--quick", "--seeds", "0", "--plan", "quick", "--cuts", "20"]) == 0
+    c = _reopen_counts(capsys.readouterr().out)
+    assert c["s1"] == 1 and c["append"] == 1 and c["truncate"] == 1 and c["process"] > 40 and c["violations"] == 0, c
+
+
+def test_torn_prefixes_end_on_page_boundaries(tmp_path):
+    """A write of more than a page cut by a fatal signal: a prefix ending on a page boundary of the
+    file landed, the old bytes after it stay."""
+    from mrec.fs.base import Op
+    tool = _tool()
+    assert tool.torn_prefixes(Op("write_at", "f", offset=0, length=4096, data=b"x" * 4096)) == []
+    assert tool.torn_prefixes(Op("write_at", "f", offset=0, length=65540, data=b"x" * 65540)) == [4096, 36864, 65536]
+    for off in (1, 100, 4095, 5000):
+        got = tool.torn_prefixes(Op("write_at", "f", offset=off, length=20000, data=b"x" * 20000))
+        assert got and all(0 < k < 20000 and (off + k) % 4096 == 0 for k in got), (off, got)
+    fs = recording_fs()
+    root = tmp_path / "r"
+    root.mkdir()
+    f = str(root / "f")
+    fs.write_at(f, 0, b"A" * 20000)
+    fs.write_at(f, 100, b"B" * 10000)
+    sim = CrashSimulator(fs.ops, str(root))
+    tool.materialise_torn(sim, 1, str(tmp_path / "s"), 3996)
+    assert (tmp_path / "s" / "f").read_bytes() == b"A" * 100 + b"B" * 3996 + b"A" * 15904
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_second_session_starts_from_the_whole_first_state(tmp_path, ordered):
+    """The operations that rebuild a crash state before a second session survive every crash of it:
+    the simulator starts session 2 from exactly that tree (files, empty files, empty directories)."""
+    tool = _tool()
+    root = tmp_path / "base"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "empty-dir").mkdir()
+    (root / "a" / "f").write_bytes(b"F" * 5000)
+    (root / "a" / "b" / "g").write_bytes(b"")
+    (root / "zarr.json").write_bytes(b"{}")
+    ops = tool.durable_tree_ops(str(root))
+    sim = CrashSimulator(ops, str(root))
+    want = tool.tree_digest(str(root))
+    for seed in (None, "all", 1, 2):
+        d = tmp_path / f"p{seed}"
+        sim.materialise_power(len(ops), str(d), seed=seed, ordered_metadata=ordered)
+        assert tool.tree_digest(str(d)) == want
+    sim.materialise_process(len(ops), str(tmp_path / "proc"))
+    assert tool.tree_digest(str(tmp_path / "proc")) == want
+
+
+def test_session1_states_take_every_kind_by_turns(tmp_path):
+    """The first session's crash states a reopen starts from: with 4, one of each kind around the
+    landings of the large chunks (indexed uncommitted, torn index rewrite, unindexed, power loss)."""
+    tool = _tool()
+    plan = tool.reopen_plans(True)[0]
+    ops, root, frames = tool.record(plan, str(tmp_path), True)
+    published, durable = tool.commit_points(ops, root)
+    states = tool.session1_states(ops, published, durable, 4)
+    labels = " | ".join(s[0] for s in states)
+    for kind in ("indexed uncommitted landing", "torn after", "unindexed landing", "power loss after"):
+        assert kind in labels, labels
+    for label, cut, how, (lo, hi, allowed) in states:
+        if how == "process" or how[0] == "torn":
+            assert lo == hi and hi in allowed
+        else:
+            assert lo <= hi and how[0] == "power"
+        if how != "process":
+            op = ops[cut] if how[0] == "torn" else ops[cut - 1]
+            assert op.kind == "write_at" and op.offset == 0 and len(op.data) > 4096     # a 64 KiB index
+    everything = tool.session1_states(ops, published, durable, None)
+    assert len(everything) > len(states) and everything[-1][0].startswith("clean close")

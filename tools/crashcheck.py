@@ -1096,9 +1096,9 @@ def run_reopen(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts
             check1 = Checker(expected_frames(frames1), plan.extra_frame)
             large = isinstance(plan, LargePlan)
             # --quick: the large-frame session (what the defects need) at 4 crash states and every cut of
-            # its second sessions; the small-frame one at its clean close, 40 cuts a second session
+            # its second sessions; the small-frame one at its clean close, 20 cuts a second session
             n_states = s1_states if s1_states is not None else (12 if not quick else 4 if large else 1)
-            cuts2 = limit_cuts or (40 if quick and not large else None)
+            cuts2 = limit_cuts or (20 if quick and not large else None)
             states = session1_states(ops1, published1, durable1, n_states)
             for k, (label, cut, how, (lo, hi, allowed)) in enumerate(states):
                 label = f"{plan.name} session 1 {label}"

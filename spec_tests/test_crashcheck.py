@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -311,3 +312,56 @@ def test_session1_states_take_every_kind_by_turns(tmp_path):
             assert op.kind == "write_at" and op.offset == 0 and len(op.data) > 4096     # a 64 KiB index
     everything = tool.session1_states(ops, published, durable, None)
     assert len(everything) > len(states) and everything[-1][0].startswith("clean close")
+
+
+def test_truncating_reopen_then_power_loss_keeps_the_new_frames_box(tmp_path):
+    """Found by ``crashcheck --reopen --strict-metadata --durable-always`` (plan ragged-explicit):
+    frames 0-9 with the cell set at frame 0 and changed at frame 5; ``open(truncate_after_step=6,
+    durable="always")`` keeps frames 0-3 and shrinks the box arrays, then frames 4-7 keep frame 0's
+    cell (no box update) and are flushed durably.  Every power loss of that second session (the
+    strict model, everything not forced lost) must read frames 4-7 with frame 0's cell -- on main the
+    shrink of the box arrays is not durable before the later commit, and frames 5-7 read the
+    truncated frame 5's cell."""
+    import mrec
+    tool = _tool()
+    s = mrec.SequenceSchema()
+    s.declare_block("a", rows=2)
+    s.declare_column("a", "x", "f64")
+    box0 = mrec.Box(np.eye(3) * 10.0, np.array([0.5, 0.0, 1.0]), np.ones(3, bool), True)
+    box5 = mrec.Box(np.eye(3) * 15.0, np.zeros(3), np.ones(3, bool), True)
+    base = tmp_path / "base" / "rec.mrec"
+    w = mrec.TrajectoryWriter.create(base, s, durable="always")
+    for i in range(10):
+        f = {"blocks": {"a": {"x": np.full(2, float(i))}}}
+        if i in (0, 5):
+            f["box"] = box0 if i == 0 else box5
+        w.append(f, step=2 * i)
+    w.close()
+    start = tool.durable_tree_ops(str(base))
+    fs = recording_fs()
+    w = mrec.TrajectoryWriter.open(base, fs=fs, durable="always", truncate_after_step=6)
+    for i in range(4, 8):
+        w.append({"blocks": {"a": {"x": np.full(2, -float(i))}}, "box": box0}, step=2 * i)
+    w.flush()
+    w.close()
+    ops = start + fs.ops
+    sim = CrashSimulator(ops, str(base))
+    wrong = []
+    for cut in range(len(start), len(ops) + 1):
+        d = tmp_path / f"s{cut}"
+        sim.materialise_power(cut, str(d), seed=None, ordered_metadata=False)
+        try:
+            r = mrec.TrajectoryReader(d)
+            assert len(r) in (4, 8, 10), (cut, len(r))
+            for i in range(len(r)):
+                x = float(i) if i < 4 or len(r) == 10 else -float(i)
+                want = box0 if i < 5 or len(r) == 8 else box5
+                if r[i].blocks["a"]["x"].tobytes() != np.full(2, x).tobytes() or r[i].box is None \
+                        or r[i].box.vectors.tobytes() != want.vectors.tobytes() \
+                        or r[i].box.origin.tobytes() != np.asarray(want.origin, float).tobytes():
+                    wrong.append((cut, i, repr(r[i].box)))
+                    break
+        except mrec.MrecError as exc:
+            wrong.append((cut, f"refused: {exc}"))
+        shutil.rmtree(d)
+    assert not wrong, wrong

@@ -42,6 +42,12 @@ root only), then grows the mount and checks the same.
     python tools/crashcheck.py --quick    # a short run (the CI test)
     python tools/crashcheck.py --seeds 16 --strict-metadata --durable-always
     python tools/crashcheck.py --faults [--quick] [--tmpfs]
+    python tools/crashcheck.py --reopen [--quick] [--strict-metadata] [--s1-states N] [--cuts N]
+
+``--reopen`` runs a second writer session (``TrajectoryWriter.open``, and ``open(truncate_after_step=...)``)
+on sampled crash states of the first -- large-frame sessions (one frame an inner chunk) included --
+and checks every cut of it, large writes torn between pages among them (docs/reliability.md,
+"Reopen mode").
 
 Prints the states checked per model and every violation; exits 1 on any.
 """

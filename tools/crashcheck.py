@@ -1176,7 +1176,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cuts", type=int, default=None, help="check about this many evenly spaced cuts, not every one")
     ap.add_argument("--plan", action="append", default=None,
                     help="check only this session (repeatable): " + ", ".join(p.name for p in plans(False))
-                    + ", overwrite (write_record(overwrite=True))")
+                    + ", overwrite (write_record(overwrite=True)); with --reopen also large, large-zstd, large-quick")
     ap.add_argument("--durable-always", action="store_true",
                     help="record the sessions with TrajectoryWriter(durable='always'): every flush fsynced "
                          "(what --strict-metadata needs for every commit to be durable)")

@@ -1131,8 +1131,8 @@ def run_reopen(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts
                                              writer_durable, counts, violations, label)
             distinct += check1.distinct
             if verbose:
-                print(f"  {plan.name}: {len(ops1)} ops, {len(frames1)} frames, {len(states)} session-1 states",
-                      flush=True)
+                print(f"  {plan.name}: {len(ops1)} ops, {len(frames1)} frames, {len(states)} session-1 states: "
+                      + "; ".join(st[0] for st in states), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     model = "ordered metadata (journaling fs)" if ordered else "strict (only fsync orders)"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -241,3 +242,225 @@ def test_crashcheck_faults_flags_a_writer_that_forgets_a_failure(capsys, monkeyp
     monkeypatch.setattr(mrec.TrajectoryWriter, "_commit", forgetful)
     assert tool.main(["--faults", "--quick", "--cuts", "4"]) == 1
     assert "after the failure the writer accepted" in capsys.readouterr().out
+
+
+# -- --reopen: a second writer session on the states a crash of the first left (issue 17) -----------
+
+def _reopen_counts(out: str) -> dict:
+    import re
+    m = re.search(r"session-1 states (\d+), second sessions (\d+) appending \+ (\d+) truncating; their "
+                  r"process-crash states (\d+), torn-write states (\d+), power-loss states (\d+) .*violations (\d+)",
+                  out)
+    assert m, out[:2000]
+    return dict(zip(("s1", "append", "truncate", "process", "torn", "power", "violations"), map(int, m.groups())))
+
+
+@pytest.mark.parametrize("model", [[], ["--strict-metadata", "--durable-always"]], ids=["ordered", "strict-always"])
+def test_crashcheck_reopen_large_frames(capsys, model):
+    """Large frames (one frame an inner chunk: a 1-d f64 column of 2048 rows, positions of 1400
+    atoms) whose leading values repeat: crash states of a first session (an unindexed landing, an
+    indexed uncommitted one, a torn 64 KiB index rewrite, a power loss), each reopened -- plainly and
+    with truncate_after_step -- and appended to; every cut of that second session, whole, torn between
+    pages or after a power loss, reads exactly the committed frames (docs/reliability.md, "Reopen
+    mode").  Fails on main before the issue-17 rebuild fix: wrong rows and Contradiction refusals."""
+    code = _tool().main(["--reopen", "--quick", "--seeds", "0", "--plan", "large-quick", "-v"] + model)
+    out = capsys.readouterr().out
+    c = _reopen_counts(out)
+    assert c["s1"] == 4 and c["append"] == 4 and c["truncate"] >= 3, c
+    assert c["process"] > 500 and c["torn"] > 150 and c["power"] > 1000, c
+    for kind in ("indexed uncommitted landing", "unindexed landing", "torn after", "power loss after a landing"):
+        assert kind in out, kind
+    assert code == 0 and c["violations"] == 0, out[:6000]
+
+
+def test_crashcheck_reopen_small_frames(capsys):
+    """The small-frame session (many frames an inner chunk) through the same second sessions."""
+    assert _tool().main(["--reopen", "--quick", "--seeds", "0", "--plan", "quick", "--cuts", "20"]) == 0
+    c = _reopen_counts(capsys.readouterr().out)
+    assert c["s1"] == 1 and c["append"] == 1 and c["truncate"] == 1 and c["process"] > 40 and c["violations"] == 0, c
+
+
+def test_torn_prefixes_end_on_page_boundaries(tmp_path):
+    """A write of more than a page cut by a fatal signal: a prefix ending on a page boundary of the
+    file landed, the old bytes after it stay."""
+    from mrec.fs.base import Op
+    tool = _tool()
+    assert tool.torn_prefixes(Op("write_at", "f", offset=0, length=4096, data=b"x" * 4096)) == []
+    assert tool.torn_prefixes(Op("write_at", "f", offset=0, length=65540, data=b"x" * 65540)) == [4096, 36864, 65536]
+    for off in (1, 100, 4095, 5000):
+        got = tool.torn_prefixes(Op("write_at", "f", offset=off, length=20000, data=b"x" * 20000))
+        assert got and all(0 < k < 20000 and (off + k) % 4096 == 0 for k in got), (off, got)
+    fs = recording_fs()
+    root = tmp_path / "r"
+    root.mkdir()
+    f = str(root / "f")
+    fs.write_at(f, 0, b"A" * 20000)
+    fs.write_at(f, 100, b"B" * 10000)
+    sim = CrashSimulator(fs.ops, str(root))
+    tool.materialise_torn(sim, 1, str(tmp_path / "s"), 3996)
+    assert (tmp_path / "s" / "f").read_bytes() == b"A" * 100 + b"B" * 3996 + b"A" * 15904
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_second_session_starts_from_the_whole_first_state(tmp_path, ordered):
+    """The operations that rebuild a crash state before a second session survive every crash of it:
+    the simulator starts session 2 from exactly that tree (files, empty files, empty directories)."""
+    tool = _tool()
+    root = tmp_path / "base"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "empty-dir").mkdir()
+    (root / "a" / "f").write_bytes(b"F" * 5000)
+    (root / "a" / "b" / "g").write_bytes(b"")
+    (root / "zarr.json").write_bytes(b"{}")
+    ops = tool.durable_tree_ops(str(root))
+    sim = CrashSimulator(ops, str(root))
+    want = tool.tree_digest(str(root))
+    for seed in (None, "all", 1, 2):
+        d = tmp_path / f"p{seed}"
+        sim.materialise_power(len(ops), str(d), seed=seed, ordered_metadata=ordered)
+        assert tool.tree_digest(str(d)) == want
+    sim.materialise_process(len(ops), str(tmp_path / "proc"))
+    assert tool.tree_digest(str(tmp_path / "proc")) == want
+
+
+def test_session1_states_take_every_kind_by_turns(tmp_path):
+    """The first session's crash states a reopen starts from: with 4, one of each kind around the
+    landings of the large chunks (indexed uncommitted, torn index rewrite, unindexed, power loss)."""
+    tool = _tool()
+    plan = tool.reopen_plans(True)[0]
+    ops, root, frames = tool.record(plan, str(tmp_path), True)
+    published, durable = tool.commit_points(ops, root)
+    states = tool.session1_states(ops, published, durable, 4)
+    labels = " | ".join(s[0] for s in states)
+    for kind in ("indexed uncommitted landing", "torn after", "unindexed landing", "power loss after"):
+        assert kind in labels, labels
+    for label, cut, how, (lo, hi, allowed) in states:
+        if how == "process" or how[0] == "torn":
+            assert lo == hi and hi in allowed
+        else:
+            assert lo <= hi and how[0] == "power"
+        if how != "process":
+            op = ops[cut] if how[0] == "torn" else ops[cut - 1]
+            assert op.kind == "write_at" and op.offset == 0 and len(op.data) > 4096     # a 64 KiB index
+    everything = tool.session1_states(ops, published, durable, None)
+    assert len(everything) > len(states) and everything[-1][0].startswith("clean close")
+
+
+def test_truncating_reopen_then_power_loss_keeps_the_new_frames_box(tmp_path):
+    """Found by ``crashcheck --reopen --strict-metadata --durable-always`` (plan ragged-explicit):
+    frames 0-9 with the cell set at frame 0 and changed at frame 5; ``open(truncate_after_step=6,
+    durable="always")`` keeps frames 0-3 and shrinks the box arrays, then frames 4-7 keep frame 0's
+    cell (no box update) and are flushed durably.  Every power loss of that second session (the
+    strict model, everything not forced lost) must read frames 4-7 with frame 0's cell -- on main the
+    shrink of the box arrays is not durable before the later commit, and frames 5-7 read the
+    truncated frame 5's cell."""
+    import mrec
+    tool = _tool()
+    s = mrec.SequenceSchema()
+    s.declare_block("a", rows=2)
+    s.declare_column("a", "x", "f64")
+    box0 = mrec.Box(np.eye(3) * 10.0, np.array([0.5, 0.0, 1.0]), np.ones(3, bool), True)
+    box5 = mrec.Box(np.eye(3) * 15.0, np.zeros(3), np.ones(3, bool), True)
+    base = tmp_path / "base" / "rec.mrec"
+    w = mrec.TrajectoryWriter.create(base, s, durable="always")
+    for i in range(10):
+        f = {"blocks": {"a": {"x": np.full(2, float(i))}}}
+        if i in (0, 5):
+            f["box"] = box0 if i == 0 else box5
+        w.append(f, step=2 * i)
+    w.close()
+    start = tool.durable_tree_ops(str(base))
+    fs = recording_fs()
+    w = mrec.TrajectoryWriter.open(base, fs=fs, durable="always", truncate_after_step=6)
+    for i in range(4, 8):
+        w.append({"blocks": {"a": {"x": np.full(2, -float(i))}}, "box": box0}, step=2 * i)
+    w.flush()
+    w.close()
+    ops = start + fs.ops
+    sim = CrashSimulator(ops, str(base))
+    wrong = []
+    for cut in range(len(start), len(ops) + 1):
+        d = tmp_path / f"s{cut}"
+        sim.materialise_power(cut, str(d), seed=None, ordered_metadata=False)
+        try:
+            r = mrec.TrajectoryReader(d)
+            assert len(r) in (4, 8, 10), (cut, len(r))
+            for i in range(len(r)):
+                x = float(i) if i < 4 or len(r) == 10 else -float(i)
+                want = box0 if i < 5 or len(r) == 8 else box5
+                if r[i].blocks["a"]["x"].tobytes() != np.full(2, x).tobytes() or r[i].box is None \
+                        or r[i].box.vectors.tobytes() != want.vectors.tobytes() \
+                        or r[i].box.origin.tobytes() != np.asarray(want.origin, float).tobytes():
+                    wrong.append((cut, i, repr(r[i].box)))
+                    break
+        except mrec.MrecError as exc:
+            wrong.append((cut, f"refused: {exc}"))
+        shutil.rmtree(d)
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "strict"])
+def test_power_loss_after_a_truncating_reopen_reads_the_lowered_commit(tmp_path, ordered):
+    """Found by ``crashcheck --reopen`` (plan reopen-irregular, power loss in a second session
+    opened with truncate_after_step): a block omitted in some frames has a ``step_index``
+    [0 2 7 8 9] (frame ordinals).  ``open(truncate_after_step=10)`` lowers the commit marker to 6
+    frames (fsynced), shrinks ``step_index`` to [0 2] (its ``zarr.json``), and the next landing
+    re-encodes the partial chunk [0 2 6 fill fill] at the shard's tail, then rewrites the index.
+    On main at 0520409 a power loss could keep the lowered marker and the extending chunk write but
+    lose the shrink's ``zarr.json`` and the in-place index rewrite: the rebuild took the newer copy,
+    the old shape [5] read [0 2 6 0 0], and the reader refused the store ("step_index is not
+    strictly ascending").  Every power-loss state of the second session (the simulator, both
+    models, both extremes and sampled seeds) must read the old 12 frames, the lowered 6, or the
+    lowered 6 and the new frame -- each bit for bit."""
+    import mrec
+    s = mrec.SequenceSchema()
+    s.declare_block("a", rows=2)
+    s.declare_column("a", "x", "f64")
+    s.declare_block("b", rows=2)
+    s.declare_column("b", "y", "f64")
+    base = tmp_path / "base" / "rec.mrec"
+    w = mrec.TrajectoryWriter.create(base, s)
+    with_b = {0, 2, 7, 8, 9}
+    for i in range(12):
+        f = {"blocks": {"a": {"x": np.full(2, float(i))}}}
+        if i in with_b:
+            f["blocks"]["b"] = {"y": np.full(2, 100.0 + i)}
+        w.append(f, step=2 * i)
+    w.close()
+    start = _tool().durable_tree_ops(str(base))
+    fs = recording_fs()
+    w = mrec.TrajectoryWriter.open(base, fs=fs, truncate_after_step=10)
+    w.append({"blocks": {"a": {"x": np.full(2, -1.0)}, "b": {"y": np.full(2, -2.0)}}}, step=12)
+    w.flush()
+    w.close()
+    ops = start + fs.ops
+    sim = CrashSimulator(ops, str(base))
+
+    def expected(i, n):
+        if n == 12:
+            b = max(k for k in with_b if k <= i)
+            return float(i), 100.0 + b
+        if i == 6:
+            return -1.0, -2.0
+        return float(i), 100.0 + (2 if i >= 2 else 0)
+
+    wrong = []
+    for cut in range(len(start), len(ops) + 1):
+        for seed in (None, "all", 1, 2, 3):
+            d = tmp_path / "state"
+            shutil.rmtree(d, ignore_errors=True)
+            sim.materialise_power(cut, str(d), seed=seed, ordered_metadata=ordered)
+            try:
+                r = mrec.TrajectoryReader(d)
+                if len(r) not in (6, 7, 12):
+                    wrong.append((cut, seed, f"nstep {len(r)}"))
+                    continue
+                for i in range(len(r)):
+                    x, y = expected(i, len(r))
+                    if not (r[i].blocks["a"]["x"].tobytes() == np.full(2, x).tobytes()
+                            and r[i].blocks["b"]["y"].tobytes() == np.full(2, y).tobytes()):
+                        wrong.append((cut, seed, f"frame {i} of {len(r)}"))
+                        break
+            except mrec.MrecError as exc:
+                wrong.append((cut, seed, f"refused: {exc}"))
+    assert not wrong, wrong[:10]

@@ -52,6 +52,12 @@ root only), then grows the mount and checks the same.
     python tools/crashcheck.py --quick    # a short run (the CI test)
     python tools/crashcheck.py --seeds 16 --strict-metadata --durable-always
     python tools/crashcheck.py --faults [--quick] [--tmpfs]
+    python tools/crashcheck.py --reopen [--quick] [--strict-metadata] [--s1-states N] [--cuts N]
+
+``--reopen`` runs a second writer session (``TrajectoryWriter.open``, and ``open(truncate_after_step=...)``)
+on sampled crash states of the first -- large-frame sessions (one frame an inner chunk) included --
+and checks every cut of it, large writes torn between pages among them (docs/reliability.md,
+"Reopen mode").
 
 Prints the states checked per model and every violation; exits 1 on any.
 """
@@ -61,6 +67,7 @@ import argparse
 import hashlib
 import json
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -99,37 +106,20 @@ def schema() -> mrec.SequenceSchema:
 class Plan:
     """A scripted session: actions and the frames they append, with the model of each frame."""
 
+    make_schema = staticmethod(schema)     # the schema the session creates the trajectory with
+    compression = None                     # TrajectoryWriter.create(compression=...)
+
     def __init__(self, name: str, seed: int, nframes: int, *, flush_every: int, explicit_every: int,
                  reopen_at=(), ragged=True, box_every=0, irregular_from=None):
         self.name = name
+        self.seed = seed
         rng = np.random.default_rng(seed)
         self.flush_every = flush_every
+        self.ragged, self.box_every = ragged, box_every
         self.actions: list = [("create",)]
         step, t = 0, 0.0
         for i in range(nframes):
-            blocks = {}
-            masks = {}
-            if i == 0 or rng.random() < 0.7:
-                blocks["atoms"] = {"x": rng.normal(size=4), "y": rng.normal(size=4)}
-                if rng.random() < 0.2:
-                    blocks["atoms"]["y"][rng.integers(4)] = -0.0
-            if ragged and (i == 0 or rng.random() < 0.6):
-                k = int(rng.integers(0, 6))
-                q = rng.normal(size=k)
-                if k and rng.random() < 0.3:
-                    q[rng.integers(k)] = np.nan
-                blocks["ions"] = {"q": q, "id": rng.integers(0, 1000, size=k).astype(np.uint64)}
-                if k and rng.random() < 0.4:
-                    m = rng.random(k) < 0.7
-                    masks["ions"] = {"q": m}
-            frame = {"blocks": blocks, "meta": {"pe": float(rng.normal())}}
-            if rng.random() < 0.3:
-                frame["meta"]["tag"] = f"t{i}"
-            if masks:
-                frame["masks"] = masks
-            if box_every and i % box_every == 0:
-                origin = np.zeros(3) if i % (2 * box_every) else np.array([0.5, -0.0, 1.0])
-                frame["box"] = mrec.Box(np.eye(3) * (10.0 + i), origin, np.ones(3, bool), True)
+            frame = self.make_frame(rng, i)
             if irregular_from is not None and i >= irregular_from:
                 step += int(rng.integers(1, 5))
                 t += float(rng.choice([0.5, 0.25, 1.0]))
@@ -143,6 +133,41 @@ class Plan:
                 self.actions.append(("close",))
                 self.actions.append(("open",))
         self.actions.append(("close",))
+
+    def make_frame(self, rng, i: int) -> dict:
+        ragged, box_every = self.ragged, self.box_every
+        blocks = {}
+        masks = {}
+        if i == 0 or rng.random() < 0.7:
+            blocks["atoms"] = {"x": rng.normal(size=4), "y": rng.normal(size=4)}
+            if rng.random() < 0.2:
+                blocks["atoms"]["y"][rng.integers(4)] = -0.0
+        if ragged and (i == 0 or rng.random() < 0.6):
+            k = int(rng.integers(0, 6))
+            q = rng.normal(size=k)
+            if k and rng.random() < 0.3:
+                q[rng.integers(k)] = np.nan
+            blocks["ions"] = {"q": q, "id": rng.integers(0, 1000, size=k).astype(np.uint64)}
+            if k and rng.random() < 0.4:
+                m = rng.random(k) < 0.7
+                masks["ions"] = {"q": m}
+        frame = {"blocks": blocks, "meta": {"pe": float(rng.normal())}}
+        if rng.random() < 0.3:
+            frame["meta"]["tag"] = f"t{i}"
+        if masks:
+            frame["masks"] = masks
+        if box_every and i % box_every == 0:
+            origin = np.zeros(3) if i % (2 * box_every) else np.array([0.5, -0.0, 1.0])
+            frame["box"] = mrec.Box(np.eye(3) * (10.0 + i), origin, np.ones(3, bool), True)
+        return frame
+
+    @staticmethod
+    def extra_frame(k: int) -> dict:
+        """The k-th frame check_state appends after reopening a state."""
+        return {"blocks": {"atoms": {"x": np.full(4, 0.5 + k), "y": np.full(4, -1.5 - k)},
+                           "ions": {"q": np.arange(k + 1, dtype=float), "id": np.arange(k + 1, dtype=np.uint64)}},
+                "box": mrec.Box(np.eye(3) * 99.0, np.zeros(3), np.ones(3, bool), True),
+                "meta": {"pe": -7.0 - k, "tag": "re"}}
 
 
 def plans(quick: bool) -> list[Plan]:
@@ -223,7 +248,8 @@ def record(plan: Plan, work: str, durable=True):
     w = None
     for act in plan.actions:
         if act[0] == "create":
-            w = mrec.TrajectoryWriter.create(root, schema(), fs=fs, flush_every=plan.flush_every, durable=durable)
+            w = mrec.TrajectoryWriter.create(root, plan.make_schema(), fs=fs, flush_every=plan.flush_every,
+                                             durable=durable, compression=plan.compression)
         elif act[0] == "open":
             w = mrec.TrajectoryWriter.open(root, fs=fs, flush_every=plan.flush_every, durable=durable)
         elif act[0] == "append":
@@ -270,7 +296,7 @@ def _upto(points, cut: int) -> int:
 
 # -- checking one state ------------------------------------------------------------------
 
-def check_state(path: str, want: list[dict], lo: int, hi: int, allowed: set[int]) -> str | None:
+def check_state(path: str, want: list[dict], lo: int, hi: int, allowed: set[int], extra_frame=None) -> str | None:
     try:
         r = mrec.TrajectoryReader(path)
     except mrec.MrecError as exc:
@@ -298,10 +324,7 @@ def check_state(path: str, want: list[dict], lo: int, hi: int, allowed: set[int]
         last_t = float(r.times[-1]) if n else 0.0
         extra = []
         for k in range(2):
-            f = {"blocks": {"atoms": {"x": np.full(4, 0.5 + k), "y": np.full(4, -1.5 - k)},
-                            "ions": {"q": np.arange(k + 1, dtype=float), "id": np.arange(k + 1, dtype=np.uint64)}},
-                 "box": mrec.Box(np.eye(3) * 99.0, np.zeros(3), np.ones(3, bool), True),
-                 "meta": {"pe": -7.0 - k, "tag": "re"}}
+            f = (extra_frame or Plan.extra_frame)(k)
             w.append(f, step=last_step + 1 + k, time=last_t + 1.0 + k)
             extra.append((f, last_step + 1 + k, last_t + 1.0 + k))
         w.close()
@@ -350,8 +373,9 @@ def tree_digest(root: str) -> str:
 class Checker:
     """check_state, memoised on the state's bytes (many cuts leave identical trees)."""
 
-    def __init__(self, want):
+    def __init__(self, want, extra_frame=None):
         self.want = want
+        self.extra_frame = extra_frame
         self.memo: dict = {}
         self.distinct = 0
 
@@ -359,7 +383,7 @@ class Checker:
         key = (tree_digest(path), lo, hi, frozenset(allowed))
         if key not in self.memo:
             self.distinct += 1
-            self.memo[key] = _guard(check_state, path, self.want, lo, hi, allowed)
+            self.memo[key] = _guard(check_state, path, self.want, lo, hi, allowed, self.extra_frame)
         return self.memo[key]
 
 
@@ -876,10 +900,13 @@ def _guard(fn, *args):
         return f"unexpected {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
 
 
-def _process_states(sim, ops, cut, work, check, received, allowed, counts, violations, name) -> None:
+def _process_states(sim, ops, cut, work, check, received, allowed, counts, violations, name,
+                    torn: bool = False) -> None:
     """The process-crash states of one cut (plus a stray temp file when the next op is a replace):
     each must open at exactly ``received`` frames; a state with a stray temp file must also, on a
-    copy, be made packable by ``mrec repair`` alone."""
+    copy, be made packable by ``mrec repair`` alone.  With ``torn``, a next op that is a write_at of
+    more than a page also gives the states where only a page-aligned prefix of it landed
+    (:func:`torn_prefixes`: a fatal signal can end a large pwrite between pages)."""
     variants = [False, True] if cut < len(ops) and ops[cut].kind == "replace" else [False]
     for stray in variants:
         dest = os.path.join(work, "state.mrec")
@@ -898,6 +925,15 @@ def _process_states(sim, ops, cut, work, check, received, allowed, counts, viola
         if bad:
             violations.append(f"[process] {name} cut {cut}/{len(ops)} ({_op(ops, cut)})"
                               f"{' +temp' if stray else ''}: {bad}")
+    for keep in (torn_prefixes(ops[cut]) if torn and cut < len(ops) else ()):
+        dest = os.path.join(work, "state.mrec")
+        shutil.rmtree(dest, ignore_errors=True)
+        materialise_torn(sim, cut, dest, keep)
+        counts["torn"] = counts.get("torn", 0) + 1
+        bad = check(dest, received, received, allowed)
+        if bad:
+            violations.append(f"[torn] {name} cut {cut}/{len(ops)} ({_op(ops, cut)}, {keep} of "
+                              f"{len(ops[cut].data)} bytes landed): {bad}")
 
 
 def run_truncation(seeds: int, ordered: bool, verbose: bool) -> int:
@@ -959,6 +995,340 @@ def run_truncation(seeds: int, ordered: bool, verbose: bool) -> int:
     return 1 if violations else 0
 
 
+# -- reopen: a second writer session on the states a crash of the first left (issue 17) ---------------
+
+PAGE = 4096
+LARGE_COL_ROWS = 2048     # 1-d f64, 16 KiB a frame: one inner chunk a frame (extents.COLUMN_CHUNK_TARGET)
+LARGE_ATOMS = 1400        # positions f64 [3] at precision 1e-3 (shuffle + zstd: variable size), one chunk a frame
+
+
+def large_schema() -> mrec.SequenceSchema:
+    s = mrec.SequenceSchema()
+    s.declare_block("col", rows=LARGE_COL_ROWS)
+    s.declare_column("col", "x", "f64")
+    s.declare_block("mol", rows=LARGE_ATOMS)
+    s.declare_column("mol", "pos", "f64", trailing=(3,), precision=PREC)
+    s.declare_meta("pe", "f64")
+    s.declare_meta("tag", "string", fill="")
+    return s
+
+
+class LargePlan(Plan):
+    """A session of large frames: every block's frame is one inner chunk, so each landing writes
+    whole chunks at the shard's tail and rewrites a 64 KiB index, and leading values repeat between
+    frames (what a rebuild matching first rows is fooled by)."""
+
+    make_schema = staticmethod(large_schema)
+
+    def __init__(self, name: str, seed: int, nframes: int, *, compression=None, **kw):
+        self.compression = compression
+        super().__init__(name, seed, nframes, ragged=False, **kw)
+
+    def make_frame(self, rng, i: int) -> dict:
+        blocks = {}
+        if i == 0 or rng.random() < 0.8:
+            x = rng.normal(size=LARGE_COL_ROWS)
+            if rng.random() < 0.6:
+                x[0] = float(rng.integers(0, 2))                  # a first row other frames share
+            blocks["col"] = {"x": x}
+        if i == 0 or rng.random() < 0.7:
+            pos = rng.normal(size=(LARGE_ATOMS, 3)) * 10.0
+            if rng.random() < 0.6:
+                pos[0] = (1.0, 2.0, 3.0)
+            pos = round_to_precision(pos, PREC)              # on the grid already: what reads back
+            blocks["mol"] = {"pos": pos}
+        frame = {"blocks": blocks, "meta": {"pe": float(rng.normal())}}
+        if rng.random() < 0.3:
+            frame["meta"]["tag"] = f"t{i}"
+        return frame
+
+    @staticmethod
+    def extra_frame(k: int) -> dict:
+        return {"blocks": {"col": {"x": np.full(LARGE_COL_ROWS, 0.5 + k)},
+                           "mol": {"pos": np.full((LARGE_ATOMS, 3), -1.5 - k)}},
+                "meta": {"pe": -7.0 - k, "tag": "re"}}
+
+
+def reopen_plans(quick: bool) -> list[Plan]:
+    large = [LargePlan("large-quick", 31, 5, flush_every=2, explicit_every=3)] if quick else [
+        LargePlan("large", 31, 12, flush_every=2, explicit_every=5, reopen_at=(7,)),
+        LargePlan("large-zstd", 32, 10, flush_every=3, explicit_every=4, compression="zstd", irregular_from=4),
+    ]
+    return large + plans(quick)
+
+
+def torn_prefixes(op) -> list[int]:
+    """How many leading bytes of a write_at of more than a page landed when a fatal signal ended
+    the pwrite between pages: the first, a middle and the last page boundary inside it."""
+    if op.kind != "write_at" or op.data is None or len(op.data) <= PAGE:
+        return []
+    ends = list(range(PAGE - op.offset % PAGE, len(op.data), PAGE))
+    return sorted({ends[0], ends[len(ends) // 2], ends[-1]}) if ends else []
+
+
+def materialise_torn(sim: CrashSimulator, cut: int, dest: str, keep: int) -> None:
+    """The process-crash state before ``ops[cut]`` (a write_at), plus its first ``keep`` bytes."""
+    sim.materialise_process(cut, dest)
+    op = sim.ops[cut]
+    fd = os.open(os.path.join(dest, os.path.relpath(op.path, sim.root)), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, op.data[:keep], op.offset)
+    finally:
+        os.close(fd)
+
+
+def durable_tree_ops(root: str) -> list:
+    """Operations that build the tree under ``root`` from nothing, every file and directory fsynced:
+    a state a crash of session 1 left is what session 2 starts from, and after the restart it is on
+    disk (a simplification for a process crash, whose bytes may still sit in the page cache)."""
+    from mrec.fs.base import Op
+    ops, dirs = [], []
+    for d, dnames, fnames in os.walk(root):
+        dnames.sort()
+        ops.append(Op("mkdir", d))
+        dirs.append(d)
+        for f in sorted(fnames):
+            p = os.path.join(d, f)
+            with open(p, "rb") as fh:
+                data = fh.read()
+            ops += [Op("write_at", p, offset=0, length=len(data), data=data), Op("fsync", p)]
+    return ops + [Op("fsync_dir", d) for d in reversed(dirs)]
+
+
+def session1_states(ops, published, durable, n: int | None) -> list[tuple]:
+    """Crash states of session 1 that a reopen must continue from: around every landing of a chunk
+    (the largest chunks' only, when a plan has chunks of more than a page): the process crash after
+    the index rewrite (indexed, uncommitted copies), inside it (torn between pages), before it
+    (unindexed copies), and a power loss after it; then the
+    clean end.  ``n`` of them (all when None), taken by turns from each kind.  Each is (label, cut, how, bounds)."""
+    pairs = [i for i in range(1, len(ops)) if ops[i].kind == "write_at" and ops[i].offset == 0
+             and ops[i - 1].kind == "write_at" and ops[i - 1].path == ops[i].path and ops[i - 1].offset > 0]
+    big = [i for i in pairs if len(ops[i - 1].data) > PAGE]
+    pairs = big or pairs
+    kinds: dict[str, list] = {"indexed": [], "torn": [], "process": [], "power": []}
+    for i in pairs:
+        shard = ops[i].path.split("trajectory" + os.sep, 1)[-1].replace(os.sep, "/")
+        kinds["indexed"].append((f"indexed uncommitted landing in {shard}", i + 1, "process"))
+        kinds["process"].append((f"unindexed landing in {shard}", i, "process"))
+        prefixes = torn_prefixes(ops[i])
+        if prefixes:
+            keep = prefixes[len(prefixes) // 2]
+            kinds["torn"].append((f"index rewrite of {shard} torn after {keep} bytes", i, ("torn", keep)))
+        kinds["power"].append((f"power loss after a landing in {shard}", i + 1, ("power", i)))
+    kinds["clean"] = [("clean close", len(ops), "process")]
+    # round robin over the kinds (the defect-2 precondition first), each kind's states spread over
+    # the session: its middle one first, then the others in a fixed shuffled order
+    for k, lst in kinds.items():
+        mid = lst[len(lst) // 2:len(lst) // 2 + 1]
+        kinds[k] = mid + random.Random(len(lst)).sample([x for x in lst if x not in mid], len(lst) - len(mid))
+    out = []
+    for p in range(max(map(len, kinds.values()))):
+        out += [lst[p] for lst in kinds.values() if p < len(lst)]
+    if n is not None:
+        out = out[:n]
+    out.sort(key=lambda x: x[1])
+    states = []
+    for label, cut, how in out:
+        received = _upto(published, cut)
+        allowed = {0} | {v for i, v in published if i < cut}
+        lo = _upto(durable, cut) if isinstance(how, tuple) and how[0] == "power" else received
+        states.append((f"{label} (cut {cut}/{len(ops)})", cut, how, (lo, received, allowed)))
+    return states
+
+
+def _materialise(sim: CrashSimulator, cut: int, how, dest: str, ordered: bool) -> None:
+    shutil.rmtree(dest, ignore_errors=True)
+    if how == "process":
+        sim.materialise_process(cut, dest)
+    elif how[0] == "torn":
+        materialise_torn(sim, cut, dest, how[1])
+    else:
+        sim.materialise_power(cut, dest, seed=how[1], ordered_metadata=ordered)
+
+
+def session2_frames(plan: Plan, frames1: list, n1: int, keep: int, count: int, seed: int) -> list:
+    """``count`` frames a writer reopened after ``keep`` committed frames appends: fresh values whose
+    first row echoes the session-1 frame at the same position (an uncommitted leftover when the
+    crash left one) or else an earlier frame; steps and times go on from frame ``keep - 1``."""
+    rng = np.random.default_rng(seed)
+    step, t = (frames1[keep - 1][1], frames1[keep - 1][2]) if keep else (0, 0.0)
+    out = []
+    for k in range(count):
+        frame = plan.make_frame(rng, k)
+        ref = frames1[keep + k][0] if keep + k < len(frames1) else frames1[k % max(1, n1)][0] if frames1 else None
+        for name, cols in frame["blocks"].items():
+            for c, v in cols.items():
+                r = (ref or {"blocks": {}})["blocks"].get(name, {}).get(c)
+                if r is not None and len(v) and len(r) and np.asarray(r).dtype == v.dtype:
+                    v[0] = np.asarray(r)[0]
+        out.append((frame, step + 2 * (k + 1), t + 0.5 * (k + 1)))
+    return out
+
+
+class _OldOrNew:
+    """The checker of a truncating reopen: until the lowered commit marker is published (process
+    crash) or durable (power loss), a state may still be the old store: it is checked as such when
+    it reads as the old store, else as the new one."""
+
+    def __init__(self, old: Checker | None, n_old: int, new: Checker):
+        self.old, self.n_old, self.new = old, n_old, new
+
+    def __call__(self, path: str, lo: int, hi: int, allowed: set[int]) -> str | None:
+        if self.old is not None:
+            try:
+                r = mrec.TrajectoryReader(path)
+                same = len(r) == self.n_old and compare(r, self.old.want, self.n_old) is None
+            except mrec.MrecError:
+                same = False
+            if same:
+                return self.old(path, self.n_old, self.n_old, {self.n_old})
+        return self.new(path, lo, hi, allowed)
+
+
+def run_session2(plan, frames1, base: str, n1: int, keep: int | None, seed: int, count: int, work: str,
+                 seeds: int, ordered: bool, limit_cuts, writer_durable, counts: dict, violations: list,
+                 label: str) -> int:
+    """Reopen the crash state at ``base`` (``n1`` frames committed) -- with
+    ``truncate_after_step`` when ``keep`` is given --, append ``count`` frames, close; then check
+    every cut of that session: process crash (whole, and large writes torn between pages) and power
+    loss.  Returns the distinct states checked."""
+    trunc = keep is not None
+    keep = n1 if keep is None else keep
+    frames2 = session2_frames(plan, frames1, n1, keep, count, seed)
+    start_ops = durable_tree_ops(base)
+    fs = recording_fs()
+    try:
+        w = mrec.TrajectoryWriter.open(base, fs=fs, flush_every=plan.flush_every, durable=writer_durable,
+                                       truncate_after_step=frames1[keep - 1][1] if trunc else None)
+        for j, (frame, step, t) in enumerate(frames2):
+            w.append(frame, step=step, time=t)
+            if j == count // 2:
+                w.flush()
+        w.close()
+    except mrec.MrecError as exc:
+        violations.append(f"[reopen] {label}: the second session failed: {exc}")
+        return 0
+    ops = start_ops + fs.ops
+    start = len(start_ops)
+    sim = CrashSimulator(ops, base)
+    published, durable = commit_points(ops, base)
+    new = Checker(expected_frames(frames1[:keep] + frames2), plan.extra_frame)
+    old = Checker(expected_frames(frames1[:n1]), plan.extra_frame) if trunc else None
+    lowered = published[0][0] if trunc and published else len(ops) + 1   # the lowered marker's publish
+    lowered_durable = durable[0][0] if trunc and durable else len(ops) + 1
+    cuts = range(start, len(ops) + 1)
+    if limit_cuts:
+        cuts = range(start, len(ops) + 1, max(1, (len(ops) + 1 - start) // limit_cuts))
+    name = f"{label}, session 2{' (truncate_after_step)' if trunc else ''}"
+    for cut in cuts:
+        before = [v for i, v in published if i < cut]
+        received = before[-1] if before else n1
+        allowed = {n1} | set(before)
+        check = _OldOrNew(old if cut <= lowered else None, n1, new)
+        _process_states(sim, ops, cut, work, check, received, allowed, counts, violations, name, torn=True)
+        upto = [v for i, v in durable if i < cut]
+        must = upto[-1] if upto else (keep if trunc else n1)
+        check = _OldOrNew(old if cut <= lowered_durable else None, n1, new)
+        for sd in [None, "all"] + [cut * 1000 + k for k in range(seeds)]:
+            dest = os.path.join(work, "state.mrec")
+            shutil.rmtree(dest, ignore_errors=True)
+            sim.materialise_power(cut, dest, seed=sd, ordered_metadata=ordered)
+            counts["power"] += 1
+            bad = check(dest, min(must, received), received, allowed)
+            if bad:
+                violations.append(f"[power] {name} cut {cut}/{len(ops)} ({_op(ops, cut)}) seed {sd}: {bad}")
+    return new.distinct + (old.distinct if old else 0)
+
+
+def run_reopen(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int | None = None,
+               only: list[str] | None = None, writer_durable=True, s1_states: int | None = None) -> int:
+    """``--reopen``: for sampled crash states of a first session (:func:`session1_states`), a second
+    session reopens the store (``TrajectoryWriter.open``, and ``open(truncate_after_step=...)``),
+    appends frames whose leading values repeat earlier ones and closes; every cut of the second
+    session must read exactly the frames committed (session 1's committed prefix, then session 2's)."""
+    t0 = time.time()
+    counts = {"process": 0, "power": 0, "temp": 0, "torn": 0}
+    sessions = {"s1": 0, "append": 0, "truncate": 0}
+    distinct = 0
+    violations: list[str] = []
+    work = _scratch("mrec-crashcheck-reopen-")
+    count = 3 if quick else 6
+    try:
+        for plan in reopen_plans(quick):
+            if only and plan.name not in only:
+                continue
+            rec_dir = os.path.join(work, plan.name)
+            os.makedirs(rec_dir)
+            ops1, root1, frames1 = record(plan, rec_dir, writer_durable)
+            sim1 = CrashSimulator(ops1, root1)
+            published1, durable1 = commit_points(ops1, root1)
+            check1 = Checker(expected_frames(frames1), plan.extra_frame)
+            large = isinstance(plan, LargePlan)
+            # --quick: the large-frame session (what the defects need) at 4 crash states and every cut of
+            # its second sessions; the small-frame one at its clean close, 20 cuts a second session
+            n_states = s1_states if s1_states is not None else (12 if not quick else 4 if large else 1)
+            cuts2 = limit_cuts or (20 if quick and not large else None)
+            states = session1_states(ops1, published1, durable1, n_states)
+            for k, (label, cut, how, (lo, hi, allowed)) in enumerate(states):
+                label = f"{plan.name} session 1 {label}"
+                dest = os.path.join(work, "s1.mrec")
+                _materialise(sim1, cut, how, dest, ordered)
+                sessions["s1"] += 1
+                bad = check1(dest, lo, hi, allowed)
+                if bad:
+                    violations.append(f"[session 1] {label}: {bad}")
+                    continue
+                for trunc in (False, True):
+                    base = os.path.join(work, "s2", "rec.mrec")
+                    shutil.rmtree(os.path.dirname(base), ignore_errors=True)
+                    _materialise(sim1, cut, how, base, ordered)
+                    try:
+                        n1 = len(mrec.TrajectoryReader(base))
+                    except mrec.MrecError:
+                        break                   # no trajectory yet (check_state allowed it): nothing to reopen
+                    if trunc and n1 < 2:
+                        break
+                    sessions["truncate" if trunc else "append"] += 1
+                    distinct += run_session2(plan, frames1, base, n1, n1 // 2 if trunc else None,
+                                             plan.seed * 100 + k, count, work, seeds, ordered, cuts2,
+                                             writer_durable, counts, violations, label)
+            distinct += check1.distinct
+            if verbose:
+                print(f"  {plan.name}: {len(ops1)} ops, {len(frames1)} frames, {len(states)} session-1 states: "
+                      + "; ".join(st[0] for st in states), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    model = "ordered metadata (journaling fs)" if ordered else "strict (only fsync orders)"
+    if writer_durable == "always":
+        model += ", writer durable='always'"
+    print(f"crashcheck --reopen: session-1 states {sessions['s1']}, second sessions {sessions['append']} appending "
+          f"+ {sessions['truncate']} truncating; their process-crash states {counts['process']}, torn-write states "
+          f"{counts['torn']}, power-loss states {counts['power']} [{model}, {seeds} sampled seeds + 2 extremes "
+          f"per cut], {distinct} distinct, violations {len(violations)}, {time.time() - t0:.1f} s")
+    if violations:
+        print("  by kind: " + ", ".join(f"{k} {v}" for k, v in classify(violations).items()))
+    return _report(violations, verbose)
+
+
+def classify(violations: list[str]) -> dict[str, int]:
+    """Violations by what went wrong: committed frames read with other rows (silently), the store
+    refused as a contradicting shard index, other refusals, wrong nstep, anything else."""
+    out: dict[str, int] = {}
+    for v in violations:
+        if "contradict the file" in v:
+            k = "refused: shard index contradicts the file"
+        elif any(w in v for w in (" differs", "masks of", "blocks [", "meta {")):
+            k = "wrong rows / values of a committed frame"
+        elif "nstep" in v or "reopened at" in v:
+            k = "wrong frame count"
+        elif "refused" in v or "unreadable" in v or "failed" in v:
+            k = "refused / failed otherwise"
+        else:
+            k = "other"
+        out[k] = out.get(k, 0) + 1
+    return out
+
+
 def main(argv=None) -> int:
     import warnings
     # a power-loss state whose committed rows end in fill values reads with a StandInWarning (it
@@ -974,7 +1344,8 @@ def main(argv=None) -> int:
     ap.add_argument("--plan", action="append", default=None,
                     help="check only this session (repeatable): " + ", ".join(p.name for p in plans(False))
                     + ", overwrite (write_record(overwrite=True)), nested-overwrite "
-                    "(write_section / write_frame(group=...) with overwrite=True)")
+                    "(write_section / write_frame(group=...) with overwrite=True); with --reopen also large, "
+                    "large-zstd, large-quick")
     ap.add_argument("--durable-always", action="store_true",
                     help="record the sessions with TrajectoryWriter(durable='always'): every flush fsynced "
                          "(what --strict-metadata needs for every commit to be durable)")
@@ -985,12 +1356,21 @@ def main(argv=None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--truncate", action="store_true",
                     help="check the restart truncation (TrajectoryWriter.open(truncate_after_step=...)) at every cut")
+    ap.add_argument("--reopen", action="store_true",
+                    help="a second session (reopen, or reopen with truncate_after_step, then appends) on sampled "
+                         "crash states of the first, large-frame sessions included; its own cuts checked")
+    ap.add_argument("--s1-states", type=int, default=None,
+                    help="with --reopen: session-1 crash states per session (default 12; quick: 4 of the "
+                         "large-frame session, 1 of the small)")
     a = ap.parse_args(argv)
     if a.faults:
         return run_faults(a.quick, a.verbose, a.cuts, a.plan, a.tmpfs)
     seeds = a.seeds if a.seeds is not None else (2 if a.quick else 6)
     if a.truncate:
         return run_truncation(seeds, not a.strict_metadata, a.verbose)
+    if a.reopen:
+        return run_reopen(a.quick, seeds, not a.strict_metadata, a.verbose, a.cuts, a.plan,
+                          "always" if a.durable_always else True, a.s1_states)
     return run(a.quick, seeds, not a.strict_metadata, a.verbose, a.cuts, a.plan,
                "always" if a.durable_always else True)
 

@@ -715,24 +715,33 @@ def run_overwrite(work: str, seeds: int, ordered: bool, limit_cuts: int | None, 
             power = {"old"} | ({"new"} if cut > new_commit else set())
         else:
             power = {"absent"} | ({"old"} if cut > old_pub else set())
-        variants = [False, True] if cut < len(ops) and ops[cut].kind == "replace" else [False]
-        states = [("process", proc, lambda d, st=st: sim.materialise_process(cut, d, stray_temp=st))
-                  for st in variants]
-        states += [("power", power, lambda d, sd=sd: sim.materialise_power(cut, d, seed=sd, ordered_metadata=ordered))
-                   for sd in [None, "all"] + [cut * 1000 + k for k in range(seeds)]]
-        for k, (model, allowed, make) in enumerate(states):
-            dest = os.path.join(work, "ow-state")
-            shutil.rmtree(dest, ignore_errors=True)
-            make(dest)
-            counts[model] += 1
-            via = ways[(cut + k) % len(ways)]
-            key = (tree_digest(dest), frozenset(allowed), via)
-            if key not in memo:
-                memo[key] = _guard(check_overwrite_state, dest, name, allowed, via)
-            if memo[key]:
-                violations.append(f"[{model}] overwrite cut {cut}/{len(ops)} ({_op(ops, cut)}) via {via}: {memo[key]}")
+        _replace_states(sim, ops, cut, proc, power, seeds, ordered, os.path.join(work, "ow-state"), ways,
+                        lambda dest, allowed, via: check_overwrite_state(dest, name, allowed, via),
+                        memo, counts, violations, "overwrite")
     shutil.rmtree(parent, ignore_errors=True)
     return counts
+
+
+def _replace_states(sim, ops, cut, proc, power, seeds, ordered, dest, ways, check, memo, counts, violations,
+                    label) -> None:
+    """The states of an overwrite session cut at ``cut`` (process crash, with and without a stray
+    temp file inside a replace; power loss at the sampled seeds), each checked through one of
+    ``ways`` in turn by ``check(dest, allowed, via)`` (memoised by tree digest)."""
+    variants = [False, True] if cut < len(ops) and ops[cut].kind == "replace" else [False]
+    states = [("process", proc, lambda d, st=st: sim.materialise_process(cut, d, stray_temp=st))
+              for st in variants]
+    states += [("power", power, lambda d, sd=sd: sim.materialise_power(cut, d, seed=sd, ordered_metadata=ordered))
+               for sd in [None, "all"] + [cut * 1000 + k for k in range(seeds)]]
+    for k, (model, allowed, make) in enumerate(states):
+        shutil.rmtree(dest, ignore_errors=True)
+        make(dest)
+        counts[model] += 1
+        via = ways[(cut + k) % len(ways)]
+        key = (tree_digest(dest), frozenset(allowed), via)
+        if key not in memo:
+            memo[key] = _guard(check, dest, allowed, via)
+        if memo[key]:
+            violations.append(f"[{model}] {label} cut {cut}/{len(ops)} ({_op(ops, cut)}) via {via}: {memo[key]}")
 
 
 # -- nested overwrites: write_section / write_frame(group=) replace a group inside a record --------------
@@ -861,23 +870,9 @@ def run_nested_overwrite(work: str, seeds: int, ordered: bool, limit_cuts: int |
         for cut in cuts:
             proc = {"new"} if cut > commit else {"old"}
             power = {"new"} if cut > durable else {"old", "new"} if cut > commit else {"old"}
-            variants = [False, True] if cut < len(ops) and ops[cut].kind == "replace" else [False]
-            states = [("process", proc, lambda d, st=st: sim.materialise_process(cut, d, stray_temp=st))
-                      for st in variants]
-            states += [("power", power, lambda d, sd=sd: sim.materialise_power(cut, d, seed=sd, ordered_metadata=ordered))
-                       for sd in [None, "all"] + [cut * 1000 + k for k in range(seeds)]]
-            for k, (model, allowed, make) in enumerate(states):
-                dest = os.path.join(work, "nested-state")
-                shutil.rmtree(dest, ignore_errors=True)
-                make(dest)
-                counts[model] += 1
-                via = NESTED_WAYS[(cut + k) % len(NESTED_WAYS)]
-                key = (tree_digest(dest), frozenset(allowed), via)
-                if key not in memo:
-                    memo[key] = _guard(check_nested_state, dest, scenario, allowed, via)
-                if memo[key]:
-                    violations.append(f"[{model}] nested {scenario} overwrite cut {cut}/{len(ops)} "
-                                      f"({_op(ops, cut)}) via {via}: {memo[key]}")
+            _replace_states(sim, ops, cut, proc, power, seeds, ordered, os.path.join(work, "nested-state"),
+                            NESTED_WAYS, lambda dest, allowed, via, sc=scenario: check_nested_state(dest, sc, allowed, via),
+                            memo, counts, violations, f"nested {scenario} overwrite")
         shutil.rmtree(parent, ignore_errors=True)
     bad = sum(v.startswith(("[process] nested", "[power] nested")) for v in violations)
     print(f"crashcheck nested overwrite: {counts['ops']} ops (a section, a write_frame group), process-crash "

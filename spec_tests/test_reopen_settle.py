@@ -137,6 +137,22 @@ def _drop_index_to(p, older: bytes):
     put(p, bytes(data))
 
 
+def _settle_then_append(p, kept: list, new: list, **open_kw):
+    """Reopen (settling the shard), append ``new`` after the ``kept`` frames and close; the store
+    reads ``kept + new``, and still does after a power loss that dropped every index rewrite since
+    the settle.  Returns the shard as settled and the frames."""
+    w = mrec.TrajectoryWriter.open(p, **open_kw)
+    settled = shard(p)
+    for k, x in enumerate(new):
+        w.append({"blocks": {"atoms": {"x": x}}}, step=len(kept) + k)
+    w.close()
+    want = kept + new
+    same(column(p), want)
+    _drop_index_to(p, settled)
+    same(column(p), want)
+    return settled, want
+
+
 def test_reopen_after_an_uncommitted_landing_leaves_no_leftover(tmp_path):
     """A crash after a landing's index rewrite, before its commit: the index names uncommitted
     copies (the partial tail re-encoded with more rows, and the next chunk).  The reopen cuts
@@ -165,18 +181,8 @@ def test_reopen_after_an_uncommitted_landing_leaves_no_leftover(tmp_path):
     same(column(p), xs[:5])
     # the reopen settles the shard: nothing of the uncommitted landing is left, the tail copy
     # holding exactly the committed frame follows
-    w = mrec.TrajectoryWriter.open(p)
-    settled = shard(p)
+    settled, want = _settle_then_append(p, xs[:5], [rng.normal(size=half) for _ in range(3)])
     assert len(settled) > len(committed)
-    other = [rng.normal(size=half) for _ in range(3)]
-    for k, x in enumerate(other):
-        w.append({"blocks": {"atoms": {"x": x}}}, step=5 + k)
-    w.close()
-    want = xs[:5] + other
-    same(column(p), want)
-    # a power loss that dropped every index rewrite after the reopen's settle
-    _drop_index_to(p, settled)
-    same(column(p), want)
     # ... or every one after the first commit
     _drop_index_to(p, committed)
     same(column(p), want)
@@ -196,16 +202,8 @@ def test_restart_then_dropped_index(tmp_path):
     for i in range(8):
         w.append({"blocks": {"atoms": {"x": xs[i]}}}, step=i)
     w.close()
-    w = mrec.TrajectoryWriter.open(p, truncate_after_step=4)     # keeps 0..4: chunk 2 now partial
-    settled = shard(p)
-    new = [rng.normal(size=half) for _ in range(4)]
-    for k, x in enumerate(new):
-        w.append({"blocks": {"atoms": {"x": x}}}, step=5 + k)
-    w.close()
-    want = xs[:5] + new
-    same(column(p), want)
-    _drop_index_to(p, settled)
-    same(column(p), want)
+    # keeps 0..4: chunk 2 now partial
+    _settle_then_append(p, xs[:5], [rng.normal(size=half) for _ in range(4)], truncate_after_step=4)
 
 
 def test_full_chunk_followed_by_a_reencoding_is_that_coordinate():

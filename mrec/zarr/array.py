@@ -1038,12 +1038,7 @@ class ShardedAppender:
                 held = np.asarray(sh.codecs.decode(raw, spec))
             except (CorruptionError, ValueError):
                 held = None          # read through the reader's checks when the rows are needed
-            if held is not None:
-                pad = np.full(held.shape[1:], m.fill_value, dtype=held.dtype)
-                beyond = held[part:]
-                reland = any(list(np.asarray(r).ravel()) != list(pad.ravel()) for r in beyond) \
-                    if held.dtype == object else np.ascontiguousarray(beyond).tobytes() != \
-                    np.ascontiguousarray(np.broadcast_to(pad, beyond.shape)).tobytes()
+            reland = held is not None and not shardscan.padded_after(held, part, m.fill_value)
         if size <= keep and not reland:
             return index, max(keep, self.index_size)
         # what is cut or re-encoded below may be rows the array's previous zarr.json still covers
@@ -1055,10 +1050,8 @@ class ShardedAppender:
             store.truncate(key, keep)
             store.fsync(key)
         if reland:
-            rows = np.full((ir, *m.shape[1:]), m.fill_value, dtype=m.data_type.numpy)
-            rows[:part] = self.tail
             where = store.describe(key)
-            blob = sh.codecs.encode(rows, ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value,
+            blob = sh.codecs.encode(self._padded(self.tail), ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value,
                                                     f"{where} inner chunk {[ncoord - 1]}"))
             coord = (ncoord - 1,) + (0,) * (m.ndim - 1)
             store.write_at(key, keep, blob)
@@ -1070,6 +1063,13 @@ class ShardedAppender:
             self.bytes_written += len(blob) + len(raw_index)
             self.array._index_cache[key] = index.copy()
         return index, keep
+
+    def _padded(self, rows: np.ndarray) -> np.ndarray:
+        """The rows of a partial inner chunk padded with the fill value to a whole one."""
+        m = self.array.meta
+        pad = np.full((self.inner_rows, *m.shape[1:]), m.fill_value, dtype=m.data_type.numpy)
+        pad[:len(rows)] = rows
+        return pad
 
     def land(self) -> list[str]:
         """Write buffered rows; returns the shard keys touched (in order)."""
@@ -1101,9 +1101,7 @@ class ShardedAppender:
                 r0 = s_lo + i0 * ir
                 rows = data[r0 - base:min(r0 + ir, end_row) - base]
                 if len(rows) < ir:
-                    pad = np.full((ir, *m.shape[1:]), m.fill_value, dtype=m.data_type.numpy)
-                    pad[:len(rows)] = rows
-                    rows = pad
+                    rows = self._padded(rows)
                 if whole_rows:
                     items.append(((i0,) + (0,) * (m.ndim - 1), rows))
                     continue

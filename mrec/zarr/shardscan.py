@@ -171,24 +171,26 @@ def reencodes(sharding, spec: ChunkSpec, data: bytes, old: "Blob", new: "Blob") 
     b = _rows_2d(_rows_view(sharding, spec, data, new))
     if a.shape != b.shape:
         return False
-    pad = _rows_2d(np.full((1, *ra.shape[1:]), spec.fill_value, dtype=ra.dtype))[0]
     same = (a == b).all(axis=1)
     if same.all():
-        return bool((a[-1] == pad).all())
+        return padded_after(ra, len(ra) - 1, spec.fill_value)
     j = int(np.argmin(same))
-    return bool((a[j:] == pad).all() or (b[j:] == pad).all())
+    return padded_after(ra, j, spec.fill_value) or padded_after(_rows_view(sharding, spec, data, new), j,
+                                                                    spec.fill_value)
+
+
+def padded_after(chunk: np.ndarray, k: int, fill) -> bool:
+    """Whether rows ``k`` onward of ``chunk`` are all the fill value, bitwise (how a partial
+    chunk is padded)."""
+    rows = _rows_2d(chunk[k:])
+    pad = _rows_2d(np.full((1, *chunk.shape[1:]), fill, dtype=chunk.dtype))[0]
+    return bool((rows == pad).all())
 
 
 def holds_rows(chunk: np.ndarray, need: int, fill) -> bool:
     """Whether an inner chunk's first ``need`` rows can be real data: its row ``need - 1`` is not
     the fill value (re-encoding pads a partial chunk with fill, so real rows are a prefix)."""
-    if need <= 0:
-        return True
-    row = np.asarray(chunk[need - 1])
-    pad = np.full(row.shape, fill, dtype=chunk.dtype)
-    if chunk.dtype == object:
-        return list(row.ravel()) != list(pad.ravel())
-    return row.tobytes() != pad.tobytes()
+    return need <= 0 or not padded_after(np.asarray(chunk)[:need], need - 1, fill)
 
 
 def rebuild(sharding, grid, spec: ChunkSpec, data: bytes, entries: ShardIndex | None) -> tuple[ShardIndex, list[Blob]]:

@@ -422,8 +422,7 @@ class Planning:
                     v = src[None]
                     if p is not None:
                         v = round_to_precision(v, p)
-                    if np.may_share_memory(v, src):
-                        v = v.copy()        # the writer owns what it buffers: the caller may refill src
+                    v = _owned(v, src)      # the writer owns what it buffers: the caller may refill src
                 else:
                     srcs = [blk[name][c] for c in group for blk in run]
                     # stacked and rounded in one go unless a value is NaN / inf / huge

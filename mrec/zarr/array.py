@@ -104,6 +104,7 @@ class Array:
         self._fast_into_mt: tuple | None = None      # see _decoder_into
         self._fast_many: tuple | None = None
         self._fast_many_mt: tuple | None = None
+        self._fast_batch: tuple | None = None
         self._ahead: tuple | None = None             # see _raw_ahead
         self._last_read: tuple | None = None         # (shard key, inner row) of the last chunk fetched
         self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
@@ -720,12 +721,19 @@ class Array:
         if len(jobs) < 2:
             return set()
         nbytes = len(jobs) * out[:ir].nbytes
-        # on several threads, the unshuffle that runs without the GIL
-        into = self._decoder_into(release_gil=decode_parts(len(jobs), nbytes, threads) > 1, many=True)
-        if into is None:
-            return set()
+        parts = decode_parts(len(jobs), nbytes, threads)
         fill = m.fill_value
         trusted = shardscan.trusted
+        if parts > 1 and out.flags.c_contiguous:
+            done = self._decode_batch(index, jobs, out, r_lo, ir, parts)
+            if done is not None:
+                for coord in done:
+                    raws.pop(coord, None)
+                return done
+        # on several threads, the unshuffle that runs without the GIL
+        into = self._decoder_into(release_gil=parts > 1, many=True)
+        if into is None:
+            return set()
 
         def decode(part) -> list:
             try:
@@ -737,6 +745,34 @@ class Array:
         done = {job[0] for job, good in zip(jobs, ok) if good}
         for coord in done:
             raws.pop(coord, None)
+        return done
+
+    def _decode_batch(self, index: ShardIndex, jobs: list, out: np.ndarray, r_lo: int, ir: int,
+                      threads: int) -> set | None:
+        """:meth:`_decode_whole`'s jobs decoded by the pipeline's batch decoder (every frame inflated
+        in C on ``threads`` threads, then unshuffled on the pool), one run of consecutive inner-chunk
+        rows at a time; the coords done (each verified as :meth:`_inner_chunk` verifies it), or None
+        when there is no batch decoder or a run does not decode (the caller's per-chunk path then
+        decodes them again and reports)."""
+        batch = self._resolved("_fast_batch", "batch_decoder")
+        if batch is None:
+            return None
+        fill, trusted = self.meta.fill_value, shardscan.trusted
+        done = set()
+        s = 0
+        while s < len(jobs):
+            e = s + 1
+            while e < len(jobs) and jobs[e][0][0] == jobs[e - 1][0][0] + 1:
+                e += 1
+            run = jobs[s:e]
+            lo = run[0][0][0] * ir - r_lo
+            dest = out[lo:lo + len(run) * ir].reshape(-1).view(np.uint8).reshape(len(run), -1)
+            if not batch([raw for _c, raw, _d in run], dest, threads):
+                return None if not done else done
+            for coord, _raw, d in run:
+                if trusted(index, coord, d, ir, fill):
+                    done.add(coord)
+            s = e
         return done
 
     def _read_shard_rows(self, key: str, r_lo: int, r_hi: int, threads: int | None = None,

@@ -21,7 +21,7 @@ from .codecs.base import ChunkSpec
 from . import shardscan
 from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
-from .parallel import decode_all, decode_parts, encode_all
+from .parallel import decode_all, decode_parts, encode_all, in_worker
 
 
 _EMPTY = int(EMPTY)
@@ -724,7 +724,8 @@ class Array:
         parts = decode_parts(len(jobs), nbytes, threads)
         fill = m.fill_value
         trusted = shardscan.trusted
-        if parts > 1 and out.flags.c_contiguous:
+        if parts > 1 or in_worker():
+            # on several threads, or on one beside others (a read ahead): few long GIL-free calls
             done = self._decode_batch(index, jobs, out, r_lo, ir, parts)
             if done is not None:
                 for coord in done:
@@ -766,7 +767,11 @@ class Array:
                 e += 1
             run = jobs[s:e]
             lo = run[0][0][0] * ir - r_lo
-            dest = out[lo:lo + len(run) * ir].reshape(-1).view(np.uint8).reshape(len(run), -1)
+            dest = out[lo:lo + len(run) * ir].view()
+            try:
+                dest.shape = (len(run), -1)            # a view (any strides), never a copy
+            except AttributeError:
+                return None if not done else done
             if not batch([raw for _c, raw, _d in run], dest, threads):
                 return None if not done else done
             for coord, _raw, d in run:

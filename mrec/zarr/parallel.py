@@ -12,10 +12,11 @@ a thread hop would cost more than it saves.
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence, TypeVar
 
-__all__ = ["call_all", "decode_all", "decode_parts", "encode_all", "read_threads", "submit", "threads"]
+__all__ = ["call_all", "decode_all", "decode_parts", "encode_all", "in_worker", "read_threads", "submit", "threads"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -123,9 +124,12 @@ def read_threads() -> int:
     return _env_count("MREC_READ_THREADS") or 1
 
 
-def _in_worker() -> bool:
-    import threading
+def in_worker() -> bool:
+    """Whether this thread is one of the pool's workers (its work runs beside another thread's)."""
     return threading.current_thread().name.startswith("mrec-encode")
+
+
+_in_worker = in_worker
 
 
 def call_all(calls: Sequence[Callable[[], R]]) -> list[R]:

@@ -452,7 +452,8 @@ def _fused_crc_zstd(codecs: tuple, nbytes: int):
 def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
     """``(raws, out, threads) -> bool``: decode the whole inner chunks ``raws`` (each crc32c over one
     zstd frame, optionally behind a numcodecs shuffle, into native numbers) into the rows of ``out``,
-    a C-contiguous uint8 array of shape (len(raws), chunk bytes), on ``threads`` cores at once.
+    an array of the chunks' dtype and shape (len(raws), elements of a chunk) with any strides (e.g.
+    one column of an interleaved result), on ``threads`` cores at once.
     None when the pipeline is not that plain one (:meth:`CodecPipeline.decoder_into`'s fused case).
 
     The work runs in C without the GIL: every checksum is checked here, then zstandard's
@@ -488,6 +489,7 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
     from .codecs.zstd_ import _decompressor
     from .parallel import call_all
     count = nbytes // n
+    elements = nbytes // dt.itemsize
     u8 = np.uint8
     # chunks inflated by one call, then unshuffled by one numpy copy: about 1 MiB (cache-sized)
     sub = max(1, (1 << 20) // nbytes)
@@ -529,11 +531,11 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
                 if spans is None:
                     return False
                 for s, e, src in spans:
-                    dest = out[a + s:a + e]
+                    dest = out[a + s:a + e]                  # (chunks, elements, item bytes)
                     if n == 1:
-                        dest.reshape(-1)[...] = src
+                        dest[...] = src.reshape(dest.shape)
                     else:
-                        dest.reshape(-1, count, n)[...] = src.reshape(-1, n, count).transpose(0, 2, 1)
+                        dest[...] = src.reshape(-1, n, count).transpose(0, 2, 1)
                 del spans, coll         # the spans point into coll's memory: dropped together, after the copies
             return True
         except (zstandard.ZstdError, ValueError, TypeError, BufferError):
@@ -541,7 +543,11 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
 
     def decode_batch(raws, out: np.ndarray, threads: int) -> bool:
         k = len(raws)
-        if k == 0 or out.shape != (k, nbytes) or out.dtype != u8 or not out.flags.c_contiguous:
+        if k == 0 or out.shape != (k, elements) or out.dtype != dt:
+            return False
+        try:
+            out = out[:, :, None].view(u8)                  # each element's bytes: a row of the unshuffle
+        except ValueError:
             return False
         t = max(1, min(threads, k))
         cut = [k * i // t for i in range(t + 1)]

@@ -52,12 +52,13 @@ def refuse(kind: str, message: str, path: str | None = None) -> RefusalError:
     return RefusalError(message, path=path, kind=kind)
 
 
-def open_store(path, *, fs=None, readonly=True, storage_options=None):
+def open_store(path, *, fs=None, readonly=True, storage_options=None, keep_open=False):
     """A store for a ``*.mrec`` directory or a ``*.mrec.zip`` archive, local or at a URL.
 
     A URL (``s3://``, ``http(s)://``, anything fsspec knows; ``storage_options`` go to fsspec, or
     JSON in ``MREC_STORAGE_OPTIONS``) opens read-only through :mod:`mrec.fs.remote`: a URL ending
-    in ``.zip`` is a packed record, any other an uploaded directory.
+    in ``.zip`` is a packed record, any other an uploaded directory.  ``keep_open``: a local store
+    read through descriptors kept open until its ``close()`` (a reader's snapshot, KeptFiles).
     """
     from ..fs.remote import is_url, storage_options_from_env
     from ..zarr.remote import open_remote_store
@@ -69,10 +70,10 @@ def open_store(path, *, fs=None, readonly=True, storage_options=None):
                                  else storage_options_from_env())
     p = os.fspath(path)
     if os.path.isdir(p):
-        return DirectoryStore(p, fs=fs, readonly=readonly)
+        return DirectoryStore(p, fs=fs, readonly=readonly, keep_open=keep_open)
     if os.path.isfile(p):
         from ..zarr.zipstore import ZipStore
-        return ZipStore(p, **({"fs": fs} if fs is not None else {}))
+        return ZipStore(p, keep_open=keep_open, **({"fs": fs} if fs is not None else {}))
     raise StoreError("no such record (neither a *.mrec directory nor a *.mrec.zip file)", path=p)
 
 
@@ -580,7 +581,9 @@ class TrajectoryReader:
     def __init__(self, path, *, fs=None, store=None, storage_options=None):
         self.path = os.fspath(path) if path is not None else None
         self.storage_options = storage_options
-        self.store = store if store is not None else open_store(path, fs=fs, storage_options=storage_options)
+        # a reader is a snapshot: the files it reads are kept open until close() (KeptFiles)
+        self.store = store if store is not None else open_store(path, fs=fs, storage_options=storage_options,
+                                                                keep_open=True)
         self.layout = load_layout(self.store)
         self._steps: np.ndarray | None = None
         self._times: np.ndarray | None = None

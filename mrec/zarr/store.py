@@ -72,10 +72,15 @@ class ReadableStore:
 class DirectoryStore(ReadableStore):
     """A directory on a POSIX file system, reached only through :mod:`mrec.fs`."""
 
-    def __init__(self, root: str | os.PathLike, *, fs: FileSystem | None = None, readonly: bool = False):
+    def __init__(self, root: str | os.PathLike, *, fs: FileSystem | None = None, readonly: bool = False,
+                 keep_open: bool = False):
         self.root = os.fspath(root)
         self.fs = fs if fs is not None else DEFAULT_FS
         self.readonly = readonly
+        # keep_open (a reader's snapshot, read-only only): range reads through descriptors kept
+        # open until close() (mrec.fs.posix.KeptFiles); a file system without them reads by path
+        kept = getattr(self.fs, "kept_files", None) if keep_open and readonly else None
+        self._kept = kept() if kept is not None else None
         # an appending writer touches the same few keys at every landing: their checked paths and
         # the directories known to exist are remembered (bounded; a vanished directory is re-made)
         self._paths: dict[str, str] = {}
@@ -109,9 +114,15 @@ class DirectoryStore(ReadableStore):
                 size = self.fs.size(p)
                 offset = max(0, size + offset) if offset < 0 else min(offset, size)
                 length = max(0, min(length, size - offset))
+            if self._kept is not None:
+                return self._kept.read_range(p, offset, length)
             return self.fs.read_range(p, offset, length)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
+
+    def close(self) -> None:
+        if self._kept is not None:
+            self._kept.close()
 
     def size(self, key):
         try:

@@ -473,9 +473,13 @@ class ZipStore(ReadableStore):
 
     readonly = True
 
-    def __init__(self, path: str | os.PathLike, *, fs: FileSystem | None = None):
+    def __init__(self, path: str | os.PathLike, *, fs: FileSystem | None = None, keep_open: bool = False):
         self.root = os.fspath(path)
         self.fs = fs if fs is not None else DEFAULT_FS
+        # keep_open (a reader's snapshot): entry reads through the archive's descriptor kept open
+        # until close() (mrec.fs.posix.KeptFiles); a file system without them reads by path
+        kept = getattr(self.fs, "kept_files", None) if keep_open else None
+        self._kept = kept() if kept is not None else None
         result = scan(self.root, self.fs)
         for problem in result.problems:
             if problem.fatal:
@@ -518,12 +522,16 @@ class ZipStore(ReadableStore):
 
     def _read(self, e: ZipEntry, offset: int, length: int) -> bytes:
         start = self.data_offset(e.name)
-        data = self.fs.read_range(self.root, start + offset, length)
+        data = (self._kept or self.fs).read_range(self.root, start + offset, length)
         if len(data) != length:
             raise _fail(self.root, f"{_entry_text(e.name)}: archive is truncated inside the entry's data")
         return data
 
     # -- ReadableStore ---------------------------------------------------------
+    def close(self) -> None:
+        if self._kept is not None:
+            self._kept.close()
+
     def get(self, key: str) -> bytes | None:
         """An entry's bytes, read whole and checked against the CRC-32 of its central record."""
         e = self._files.get(key)

@@ -619,6 +619,24 @@ class Frame:
         self.__dict__ = {"blocks": blocks, "box": None}
         return self
 
+    @classmethod
+    def _trusted_rows(cls, name: str, keys: tuple, rows):
+        """``_trusted_blocks({name: dict(zip(keys, r))})`` for each ``r`` of ``rows`` (one tuple of
+        column values a frame), made as they are taken: a reader's batch of small frames of one
+        block, where the per-frame Python is most of the read."""
+        new = object.__new__
+        if len(keys) == 3:                     # x, y, z: a dict display instead of dict(zip(...))
+            k0, k1, k2 = keys
+            for a, b, c in rows:
+                self = new(cls)
+                self.__dict__ = {"blocks": {name: {k0: a, k1: b, k2: c}}, "box": None}
+                yield self
+            return
+        for r in rows:
+            self = new(cls)
+            self.__dict__ = {"blocks": {name: dict(zip(keys, r))}, "box": None}
+            yield self
+
     def __getattr__(self, name: str):
         # reached only for a field a _trusted_blocks frame has not made yet (every other Frame
         # has them all from __init__): made now, once, as _trusted makes it

@@ -34,7 +34,7 @@ TRAJ = "trajectory"
 #: a frame whose column reads decode at least this many bytes reads them concurrently
 PARALLEL_READ_BYTES = 256 * 1024
 #: a batch read of many frames (iteration, slices) reads about this many decoded bytes at a time
-BATCH_READ_BYTES = 4 << 20
+BATCH_READ_BYTES = 16 << 20
 #: and at most this many frames
 BATCH_READ_FRAMES = 8192
 RESERVED_CHILDREN = ("step", "time", "meta", "box")
@@ -561,14 +561,28 @@ def _lazy_frames(cols, nf: int):
     """The frames of a batch whose values are read (``cols``: (block, column names, one tuple of
     views a frame)), each made when it is taken (Frame._trusted_blocks: what _make_frame makes of
     these parts); a frame not kept is freed before the next is made."""
-    make = Frame._trusted_blocks
     if len(cols) == 1:
         name, keys, rows = cols[0]
-        for r in rows:
-            yield make({name: dict(zip(keys, r))})
-        return
+        return Frame._trusted_rows(name, tuple(keys), rows)
+    return _lazy_blocks(cols, nf)
+
+
+def _lazy_blocks(cols, nf: int):
+    """:func:`_lazy_frames` of several blocks."""
+    make = Frame._trusted_blocks
     for k in range(nf):
         yield make({name: dict(zip(keys, rows[k])) for name, keys, rows in cols})
+
+
+def _read_all(arrs, rows: slice) -> list:
+    """``[a.read(rows) for a in arrs]``: on several cores (``MREC_THREADS``) one array a thread, each
+    decoded in its batch form (few GIL hand-offs), when there are several and enough bytes; else one
+    after the other, each on every core.  Same values and errors (the first failing read in order
+    raises: :func:`mrec.zarr.parallel.call_all`)."""
+    n = parallel.threads()
+    if n > 1 and len(arrs) > 1 and sum(a.decode_estimate(rows.start, rows.stop) for a in arrs) >= PARALLEL_READ_BYTES:
+        return parallel.call_all([partial(a.read, rows, threads=1) for a in arrs])
+    return [a.read(rows) for a in arrs]
 
 
 def _reopen_reader(path, storage_options):
@@ -823,6 +837,22 @@ class TrajectoryReader:
                 n += (rows or 0) * arr.dtype.itemsize * math.prod(arr.shape[1:])
         return max(n, 1)
 
+    def _batch_frames(self) -> int:
+        """Frames a batch read takes: about BATCH_READ_BYTES of decoded rows (at most
+        BATCH_READ_FRAMES), a whole number of inner chunks' frames when every regular block's
+        columns hold a whole number of frames a chunk (no chunk decoded by two batches)."""
+        k = max(1, min(BATCH_READ_FRAMES, BATCH_READ_BYTES // self._frame_bytes()))
+        step = 1
+        for b in self.layout.blocks.values():
+            if not b.regular or not b.uniform_rows:
+                continue
+            for arr in b.columns.values():
+                sh = arr.sharding
+                if sh is None or sh.chunk_shape[0] % b.uniform_rows:
+                    return k
+                step = math.lcm(step, sh.chunk_shape[0] // b.uniform_rows)
+        return k if step > k else k // step * step
+
     def _iter_frames(self, idx: range):
         """``self[i] for i in idx``, read in batches: each column's rows for a run of consecutive
         frames in one :meth:`Array.read` (every inner chunk decoded once for all the frames it holds,
@@ -838,7 +868,7 @@ class TrajectoryReader:
             for i in idx:
                 yield self[i]
             return
-        k = max(1, min(BATCH_READ_FRAMES, BATCH_READ_BYTES // self._frame_bytes()))
+        k = self._batch_frames()
         for s in range(idx.start, idx.stop, k):
             e = min(idx.stop, s + k)
             try:
@@ -872,11 +902,11 @@ class TrajectoryReader:
                     continue
                 lo, hi = b.rows_of(present[0])[0], b.rows_of(present[-1])[1]
             values, masks = {}, {}
-            for col in b.decl.columns:
-                arr = b.columns.get(col)
-                if arr is None:
-                    return None
-                v = arr.read(slice(lo, hi))
+            arrs = [b.columns.get(col) for col in b.decl.columns]
+            if any(arr is None for arr in arrs):
+                return None
+            got = _read_all(arrs, slice(lo, hi))
+            for col, arr, v in zip(b.decl.columns, arrs, got):
                 if ups is None:
                     v = list(v.reshape(nf, b.uniform_rows, *v.shape[1:]))    # one view a frame
                 values[col] = v
@@ -1062,8 +1092,13 @@ class TrajectoryReader:
         n = b.uniform_rows
         out = np.empty((len(idx), n, 3), dtype=arrs[0].dtype)
         rows = slice(idx[0] * n, (idx[-1] + 1) * n)
+        lanes = out.reshape(-1, 3)
+        if parallel.threads() > 1 and sum(a.decode_estimate(rows.start, rows.stop) for a in arrs) >= PARALLEL_READ_BYTES:
+            # one column a thread, each decoded in its batch form (see _read_all)
+            parallel.call_all([partial(arr.read_into, rows, lanes[:, k], threads=1) for k, arr in enumerate(arrs)])
+            return out
         for k, arr in enumerate(arrs):
-            arr.read_into(rows, out.reshape(-1, 3)[:, k])          # a strided view of lane k
+            arr.read_into(rows, lanes[:, k])          # a strided view of lane k
         return out
 
     def __repr__(self) -> str:

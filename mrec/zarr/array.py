@@ -21,7 +21,7 @@ from .codecs.base import ChunkSpec
 from . import shardscan
 from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
-from .parallel import decode_all, decode_parts, encode_all, in_worker
+from .parallel import concurrent, decode_all, decode_parts, encode_all
 
 
 _EMPTY = int(EMPTY)
@@ -724,7 +724,7 @@ class Array:
         parts = decode_parts(len(jobs), nbytes, threads)
         fill = m.fill_value
         trusted = shardscan.trusted
-        if parts > 1 or in_worker():
+        if parts > 1 or concurrent():
             # on several threads, or on one beside others (a read ahead): few long GIL-free calls
             done = self._decode_batch(index, jobs, out, r_lo, ir, parts)
             if done is not None:
@@ -746,6 +746,61 @@ class Array:
         done = {job[0] for job, good in zip(jobs, ok) if good}
         for coord in done:
             raws.pop(coord, None)
+        return done
+
+    def _batch_whole(self, key: str, index: ShardIndex, out: np.ndarray, r_lo: int, r_hi: int,
+                     threads: int | None) -> set:
+        """The whole inner chunks of rows [r_lo, r_hi) of shard ``key`` (inner chunks spanning the
+        trailing axes) decoded straight into their rows of ``out`` by the batch decoder, without
+        per-chunk bookkeeping: the coords done.  Only the plain case: an index read as written (not
+        rebuilt), entries back to back in the file (as an appender lands them), bytes read whole, and
+        a batch that decodes; anything else is left (from the first run that is not plain) to the
+        general path, which decodes it again and raises the error a serial read raises."""
+        if key in self.unverified_indexes or getattr(index, "degraded", None) \
+                or index.offsets.size != index.offsets.shape[0]:
+            return set()
+        batch = self._resolved("_fast_batch", "batch_decoder")
+        if batch is None:
+            return set()
+        ir = self.sharding.chunk_shape[0]
+        a, b = -(-r_lo // ir), r_hi // ir              # the inner chunks wholly inside the rows
+        if b - a < 2:
+            return set()
+        offs = index.offsets.reshape(-1)[a:b].astype(np.int64)
+        sizes = index.nbytes.reshape(-1)[a:b].astype(np.int64)
+        if (index.offsets.reshape(-1)[a:b] == EMPTY).any() or (sizes < 5).any():
+            return set()
+        chunk_bytes = out[:ir].nbytes
+        # runs of entries back to back, cut at COALESCE_BYTES: one range read each
+        breaks = (np.nonzero(offs[1:] != offs[:-1] + sizes[:-1])[0] + 1).tolist()
+        cuts = [0]
+        for stop in breaks + [b - a]:
+            lo = cuts[-1]
+            while lo < stop:
+                extent = offs[lo:stop] + sizes[lo:stop] - offs[lo]
+                lo = min(stop, lo + max(1, int(np.searchsorted(extent, COALESCE_BYTES, side="right"))))
+                cuts.append(lo)
+        tail = (0,) * (self.meta.ndim - 1)
+        done: set = set()
+        for lo, hi in zip(cuts, cuts[1:]):
+            if hi <= lo:
+                continue
+            o0 = int(offs[lo])
+            span = int(offs[hi - 1] + sizes[hi - 1]) - o0
+            raw = self.store.get_range(key, o0, span)
+            if raw is None or len(raw) != span:
+                return done
+            mv = memoryview(raw)
+            pieces = [mv[o:o + n] for o, n in zip((offs[lo:hi] - o0).tolist(), sizes[lo:hi].tolist())]
+            r0 = (a + lo) * ir - r_lo
+            dest = out[r0:r0 + (hi - lo) * ir].view()
+            try:
+                dest.shape = (hi - lo, -1)            # a view (any strides), never a copy
+            except AttributeError:
+                return done
+            if not batch(pieces, dest, decode_parts(hi - lo, (hi - lo) * chunk_bytes, threads)):
+                return done
+            done.update((i0, *tail) for i0 in range(a + lo, a + hi))
         return done
 
     def _decode_batch(self, index: ShardIndex, jobs: list, out: np.ndarray, r_lo: int, ir: int,
@@ -799,13 +854,21 @@ class Array:
         first, last = r_lo // ics[0], -(-r_hi // ics[0])
         raws = {}
         out = into
+        early = ()
         if last - first > 1 or not single:
-            raws = self._prefetch(key, index, [(i0, *it) for i0 in range(first, last) for it in _cells(grid[1:])])
-            # every cell of the shard's grid below is written: a chunk, or the fill (as np.full would)
             if out is None:
+                # every cell of the shard's grid below is written: a chunk, or the fill (as np.full would)
                 out = np.empty((r_hi - r_lo, *shard_shape[1:]), dtype=m.data_type.numpy)
+            if single and last - first > 2:
+                early = self._batch_whole(key, index, out, r_lo, r_hi, threads)
+                if len(early) == last - first:
+                    return out
+            raws = self._prefetch(key, index, [(i0, *it) for i0 in range(first, last) for it in _cells(grid[1:])
+                                               if (i0, *it) not in early])
         done = self._decode_whole(key, index, raws, out, r_lo, first, last, where, threads) \
             if single and raws and out is not None else ()
+        if early:
+            done = set(done) | early
         rest = range(first, last)
         if done:
             if len(done) == last - first:

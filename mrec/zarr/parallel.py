@@ -16,7 +16,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence, TypeVar
 
-__all__ = ["call_all", "decode_all", "decode_parts", "encode_all", "in_worker", "read_threads", "submit", "threads"]
+__all__ = ["call_all", "concurrent", "decode_all", "decode_parts", "encode_all", "in_worker", "read_threads", "submit", "threads"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -130,6 +130,14 @@ def in_worker() -> bool:
 
 
 _in_worker = in_worker
+_side = threading.local()
+
+
+def concurrent() -> bool:
+    """Whether this thread's work runs beside other threads' right now: a pool worker, or the
+    thread running the first of :func:`call_all`'s calls while the pool runs the rest.  Decoders
+    then take their batch form (few, long GIL-free calls) even on one thread."""
+    return getattr(_side, "busy", False) or in_worker()
 
 
 def call_all(calls: Sequence[Callable[[], R]]) -> list[R]:
@@ -147,10 +155,14 @@ def call_all(calls: Sequence[Callable[[], R]]) -> list[R]:
     from concurrent.futures import wait
     futures = [_executor().submit(c) for c in calls[1:]]
     first, error = None, None
+    was = getattr(_side, "busy", False)
+    _side.busy = True
     try:
         first = calls[0]()
     except BaseException as exc:       # noqa: BLE001 - re-raised below, after the others finished
         error = exc
+    finally:
+        _side.busy = was
     wait(futures)
     if error is not None:
         raise error

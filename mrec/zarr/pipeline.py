@@ -456,12 +456,16 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
     one column of an interleaved result), on ``threads`` cores at once.
     None when the pipeline is not that plain one (:meth:`CodecPipeline.decoder_into`'s fused case).
 
-    The work runs in C without the GIL: every checksum is checked here, then zstandard's
-    ``multi_decompress_to_buffer`` inflates all the frames on its own ``threads`` threads, then the
-    unshuffle (numpy's transposed copy, which releases the GIL) runs on the pool, one contiguous run
-    of chunks a thread.  Same checks and bytes as the one-chunk fused decoder: a checksum, a frame
-    that does not inflate to exactly the chunk's size, anything unusual returns False, and the caller
-    decodes through the labelled path (which reports the error at its chunk)."""
+    The chunks are cut into one contiguous part a thread (the first on this one, the rest on the
+    pool).  A thread takes its part ~1 MiB at a time with few, long GIL-free calls (on this 2-core
+    machine every GIL hand-off between busy threads costs more than a small chunk's decode): the
+    checksums and frame headers are checked in a short Python loop, the frames are joined and
+    inflated by one zstandard reader into a buffer (straight into the result when nothing is left to
+    do), and one numpy transposed copy (which runs without the GIL; numcodecs' unshuffle holds it)
+    unshuffles them all.  Same checks and bytes as the one-chunk fused decoder: a checksum, a frame
+    that does not state and inflate to exactly the chunk's size or has bytes after it, anything
+    unusual returns False, and the caller decodes through the labelled path (which reports the error
+    at its chunk)."""
     views = pipeline._view_decoders
     if views is None or pipeline.array_array or not pipeline.bytes_bytes:
         return None
@@ -481,7 +485,7 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
     nbytes = dt.itemsize * math.prod(pipeline._bounded(spec).shape)
     if not nbytes or nbytes % n:
         return None
-    import ctypes
+    import threading
 
     import zstandard
 
@@ -493,26 +497,40 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
     u8 = np.uint8
     # chunks inflated by one call, then unshuffled by one numpy copy: about 1 MiB (cache-sized)
     sub = max(1, (1 << 20) // nbytes)
-    sizes = np.full(sub, nbytes, dtype="<u8").tobytes()
 
-    def runs(coll, m: int):
-        """(first, stop, bytes) of each run of the ``m`` segments of ``coll`` that lie back to back in
-        memory (zstandard fills a few buffers of about 256 KiB), or None when the sizes are off."""
-        if len(coll) != m or coll.size() != m * nbytes:
-            return None
-        frombuffer = np.frombuffer
-        addr = [frombuffer(coll[i], dtype=u8).ctypes.data for i in range(m)]
-        out, s = [], 0
-        for i in range(1, m + 1):
-            if i < m and addr[i] == addr[i - 1] + nbytes:
-                continue
-            out.append((s, i, frombuffer((ctypes.c_char * ((i - s) * nbytes)).from_address(addr[s]), dtype=u8)))
-            s = i
-        return out
+    local = threading.local()
+
+    def scratch(m: int) -> np.ndarray:
+        """This thread's buffer for ``m`` inflated chunks (kept: no fresh pages per call)."""
+        buf = getattr(local, "buf", None)
+        if buf is None or len(buf) < m * nbytes:
+            buf = local.buf = np.empty(sub * nbytes, dtype=u8)
+        return buf[:m * nbytes]
+
+    header_size = zstandard.frame_header_size
+    content_size = zstandard.frame_content_size
+
+    def frame_end(body) -> int:
+        """Where the zstd frame starting ``body`` ends (its block headers walked; -1: not a plain
+        frame): zstandard's batch call inflates the first frame and ignores what follows it, which
+        the one-chunk decode refuses."""
+        pos = header_size(body)
+        end = len(body)
+        while True:
+            if pos + 3 > end:
+                return -1
+            hdr = body[pos] | body[pos + 1] << 8 | body[pos + 2] << 16
+            kind = (hdr >> 1) & 3
+            if kind == 3:                       # reserved block type
+                return -1
+            pos += 3 + (1 if kind == 1 else hdr >> 3)
+            if hdr & 1:                         # the last block
+                return pos + (4 if body[4] & 4 else 0)
 
     def part(raws, out) -> bool:
         """Decode ``raws`` into the rows of ``out`` on this thread, ``sub`` chunks at a time: few
-        GIL hand-offs (one zstandard call, one numpy copy), each long."""
+        GIL hand-offs, each long: the frames (each checked: checksum, one frame stating the chunk's
+        size) joined and inflated by one zstandard reader into a buffer, then one numpy copy."""
         try:
             dctx = _decompressor()
             for a in range(0, len(raws), sub):
@@ -523,20 +541,24 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
                     if len(mv) < 5:
                         return False
                     body = mv[:-4]
-                    if crc32c(body) != int.from_bytes(mv[-4:], "little"):
+                    if crc32c(body) != int.from_bytes(mv[-4:], "little") or content_size(body) != nbytes \
+                            or frame_end(body) != len(body):
                         return False
                     bodies.append(body)
-                coll = dctx.multi_decompress_to_buffer(bodies, decompressed_sizes=sizes[:8 * (b - a)], threads=1)
-                spans = runs(coll, b - a)
-                if spans is None:
-                    return False
-                for s, e, src in spans:
-                    dest = out[a + s:a + e]                  # (chunks, elements, item bytes)
-                    if n == 1:
-                        dest[...] = src.reshape(dest.shape)
-                    else:
-                        dest[...] = src.reshape(-1, n, count).transpose(0, 2, 1)
-                del spans, coll         # the spans point into coll's memory: dropped together, after the copies
+                dest = out[a:b]                              # (chunks, elements, item bytes)
+                direct = n == 1 and dest.flags.c_contiguous
+                buf = dest.reshape(-1) if direct else scratch(b - a)
+                with dctx.stream_reader(b"".join(bodies), read_across_frames=True) as reader:
+                    if reader.readinto(buf) != (b - a) * nbytes:
+                        return False
+                if direct:
+                    continue
+                if n == 1:
+                    dest[...] = buf.reshape(dest.shape)
+                else:
+                    planes = buf.reshape(-1, n, count)
+                    for k in range(n):               # plane by plane: ~1.25x numpy's whole transposed copy
+                        dest[:, :, k] = planes[:, k, :]
             return True
         except (zstandard.ZstdError, ValueError, TypeError, BufferError):
             return False

@@ -1,0 +1,262 @@
+"""Issue 16 (stop 14): whole inner chunks decoded many at once on several cores, and readers that
+keep their files open.
+
+The batch decoder (``CodecPipeline.batch_decoder``: crc32c checks, one zstandard call inflating
+many frames, one numpy unshuffle per run) must give exactly the bytes of the one-chunk decode, and
+decline (False: the caller's labelled path then decodes and reports) anything that is not the plain
+case.  Nothing here is timed (``tools/bench.py issue16`` measures)."""
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import pytest
+import zstandard
+from hypothesis import given, settings, strategies as st
+
+import mrec
+from mrec.errors import CorruptionError
+from mrec.fs.posix import KeptFiles
+from mrec.zarr import parallel
+from mrec.zarr.codecs.base import ChunkSpec
+from mrec.zarr.codecs.crc32c_ import crc32c
+from mrec.zarr.dtypes import DATA_TYPES
+from mrec.zarr.pipeline import CodecPipeline
+
+
+def _pipeline(elementsize: int, shuffle: bool = True) -> CodecPipeline:
+    codecs = [{"name": "bytes", "configuration": {"endian": "little"}}]
+    if shuffle:
+        codecs.append({"name": "numcodecs.shuffle", "configuration": {"elementsize": elementsize}})
+    codecs += [{"name": "zstd", "configuration": {"level": 3, "checksum": False}}, {"name": "crc32c"}]
+    return CodecPipeline.from_json(codecs, "x")
+
+
+DTYPES = ["float64", "uint16", "int32", "int16", "uint8", "int64", "complex128"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(DTYPES), st.integers(1, 400), st.integers(1, 140), st.booleans(),
+       st.sampled_from([1, 2, 3]), st.booleans(), st.integers(0, 2**32 - 1))
+def test_batch_decoder_gives_each_chunks_plain_decode(dtype, rows, chunks, shuffle, threads, strided, seed):
+    """Every chunk of a batch (more than one zstandard call's worth when ``chunks`` is large) lands in
+    its row of the destination with exactly the bytes ``decode`` returns, contiguous or strided (one
+    lane of an interleaved result), on one thread or several."""
+    dt = DATA_TYPES[dtype]
+    spec = ChunkSpec((rows,), dt, 0, "x")
+    pipe = _pipeline(dt.numpy.itemsize, shuffle)
+    batch = pipe.batch_decoder(spec)
+    assert batch is not None
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 256, (chunks, rows * dt.numpy.itemsize), dtype=np.uint8).view(dt.numpy)
+    raws = [pipe.encode(data[i], spec) for i in range(chunks)]
+    if strided:
+        full = np.zeros((chunks, rows, 3), dtype=dt.numpy)
+        dest = full[:, :, 1]
+    else:
+        dest = np.zeros((chunks, rows), dtype=dt.numpy)
+    assert batch(raws, dest, threads) is True
+    for i in range(chunks):
+        assert dest[i].tobytes() == pipe.decode(raws[i], spec).tobytes() == data[i].tobytes()
+    if strided:
+        assert not full[:, :, [0, 2]].any()                    # nothing beside the lane written
+
+
+def test_batch_decoder_declines_other_pipelines():
+    """Only crc32c over one zstd frame (optionally behind a shuffle of the element size) has a batch
+    form; gzip, a shuffle of another element size, no checksum: None (the per-chunk paths decode)."""
+    spec = ChunkSpec((16,), DATA_TYPES["float64"], 0.0, "x")
+    for codecs in ([{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "gzip", "configuration": {"level": 1}},
+                    {"name": "crc32c"}],
+                   [{"name": "bytes", "configuration": {"endian": "little"}},
+                    {"name": "numcodecs.shuffle", "configuration": {"elementsize": 4}},
+                    {"name": "zstd", "configuration": {"level": 3, "checksum": False}}, {"name": "crc32c"}],
+                   [{"name": "bytes", "configuration": {"endian": "little"}},
+                    {"name": "zstd", "configuration": {"level": 3, "checksum": False}}]):
+        assert CodecPipeline.from_json(codecs, "x").batch_decoder(spec) is None
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("damage", ["flip body", "flip crc", "trailing frame", "trailing bytes", "short",
+                                    "wrong content size", "short content", "empty"])
+def test_batch_decoder_declines_what_is_not_plain(damage, threads):
+    """One chunk of a batch whose checksum fails, whose frame does not inflate to exactly the chunk's
+    size, or that has bytes after its frame: the batch is declined (False), and the labelled decode
+    of that chunk raises."""
+    spec = ChunkSpec((64,), DATA_TYPES["float64"], 0.0, "x")
+    pipe = _pipeline(8)
+    data = np.arange(64, dtype=np.float64)
+    good = pipe.encode(data, spec)
+    body = good[:-4]
+    shuffled = pipe.bytes_bytes[0].encode(data.tobytes())
+
+    def seal(b: bytes) -> bytes:
+        return b + crc32c(b).to_bytes(4, "little")
+    raw = {
+        "flip body": bytes([good[0] ^ 1]) + good[1:],
+        "flip crc": good[:-1] + bytes([good[-1] ^ 1]),
+        "trailing frame": seal(body + zstandard.ZstdCompressor().compress(b"x")),
+        "trailing bytes": seal(body + b"\x00"),
+        "short": good[:3],
+        "wrong content size": seal(zstandard.ZstdCompressor().compress(shuffled + b"\x00" * 8)),
+        "short content": seal(zstandard.ZstdCompressor().compress(shuffled[:-8])),
+        "empty": b"",
+    }[damage]
+    batch = pipe.batch_decoder(spec)
+    raws = [good] * 5 + [raw] + [good] * 5
+    assert batch(raws, np.zeros((len(raws), 64)), threads) is False
+    assert batch([good] * 11, np.zeros((11, 64)), threads) is True
+    with pytest.raises(CorruptionError):
+        pipe.decode(raw, spec)
+
+
+def test_batch_decoder_declines_a_destination_of_another_shape_or_dtype():
+    spec = ChunkSpec((64,), DATA_TYPES["float64"], 0.0, "x")
+    pipe = _pipeline(8)
+    raw = pipe.encode(np.arange(64.0), spec)
+    batch = pipe.batch_decoder(spec)
+    assert batch([raw, raw], np.zeros((2, 63)), 2) is False
+    assert batch([raw, raw], np.zeros((2, 64), dtype=np.int64), 2) is False
+    assert batch([raw], np.zeros((2, 64)), 2) is False
+    assert batch([], np.zeros((0, 64)), 2) is False
+
+
+def _record(path, frames: int = 400, atoms: int = 100):
+    rng = np.random.default_rng(3)
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=atoms)
+    for c in "xyz":
+        s.declare_column("atoms", c, "f64", precision=1e-3)
+    pos = np.cumsum(rng.normal(0, 0.05, (frames, atoms, 3)), axis=0)
+    w = mrec.TrajectoryWriter.create(path, s, durable=False)
+    w.extend([{"atoms": {"x": p[:, 0], "y": p[:, 1], "z": p[:, 2]}} for p in pos])
+    w.close()
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_reads_on_several_cores_are_the_serial_reads(tmp_path, monkeypatch, threads):
+    """Iteration, positions(slice) and whole columns read with MREC_THREADS=2 (batch decoder, columns
+    on separate threads, parts on the pool) give the bits of a serial read."""
+    path = tmp_path / "t.mrec"
+    _record(path)
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_DECODE", 0)
+    import mrec.record.trajectory_read as tr
+    monkeypatch.setattr(tr, "PARALLEL_READ_BYTES", 0)
+    monkeypatch.setattr(tr, "BATCH_READ_BYTES", 64 * 1024)       # several batches
+    monkeypatch.setenv("MREC_THREADS", "1")
+    with mrec.TrajectoryReader(path) as r:
+        want_frames = [r[i] for i in range(len(r))]
+        want_pos = np.stack([f.blocks["atoms"][c] for f in want_frames for c in "xyz"]).reshape(len(r), 3, -1)
+    monkeypatch.setenv("MREC_THREADS", threads)
+    with mrec.TrajectoryReader(path) as r:
+        got = list(r)
+        pos = r.positions(slice(0, len(r)))
+        cols = {c: r.layout.blocks["atoms"].columns[c].read(threads=int(threads)) for c in "xyz"}
+    assert len(got) == len(want_frames)
+    for a, b in zip(got, want_frames):
+        for c in "xyz":
+            assert a.blocks["atoms"][c].tobytes() == b.blocks["atoms"][c].tobytes()
+    assert pos.tobytes() == np.ascontiguousarray(want_pos.transpose(0, 2, 1)).tobytes()
+    for k, c in enumerate("xyz"):
+        assert cols[c].tobytes() == np.ascontiguousarray(want_pos[:, k, :]).reshape(-1).tobytes()
+
+
+def test_call_all_marks_its_first_call_concurrent():
+    """concurrent() is true inside every call of a call_all of several (the first runs on the calling
+    thread beside the pool's), false outside, and restored after."""
+    seen = []
+    assert parallel.concurrent() is False
+    parallel.call_all([lambda: seen.append(parallel.concurrent()), lambda: seen.append(parallel.concurrent())])
+    assert seen == [True, True] and parallel.concurrent() is False
+    parallel.call_all([lambda: seen.append(parallel.concurrent())])
+    assert seen[-1] is False
+
+
+# -- readers keep their files open ---------------------------------------------------------------
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_kept_files_read_the_file_they_opened_until_closed(tmp_path):
+    """A kept descriptor reads the file it opened: a write in place is seen, a file put in its place
+    by rename is not (the snapshot's file); close() releases every descriptor and later reads go by
+    path again."""
+    p = tmp_path / "f"
+    p.write_bytes(b"abcdefgh")
+    before = _open_fds()
+    kept = KeptFiles()
+    assert kept.read_range(str(p), 2, 3) == b"cde"
+    assert _open_fds() == before + 1
+    with open(p, "r+b") as f:                  # in place: the same inode
+        f.seek(2)
+        f.write(b"XY")
+    assert kept.read_range(str(p), 2, 3) == b"XYe"
+    tmp = tmp_path / "g"
+    tmp.write_bytes(b"01234567")
+    os.replace(tmp, p)                         # a new file under the name
+    assert kept.read_range(str(p), 2, 3) == b"XYe"
+    assert kept.read_range(str(p), 6, 10) == b"gh"          # short at the end, as by path
+    kept.close()
+    assert _open_fds() == before
+    assert kept.read_range(str(p), 2, 3) == b"234"
+    assert _open_fds() == before
+    with pytest.raises(FileNotFoundError):
+        KeptFiles().read_range(str(tmp_path / "absent"), 0, 1)
+
+
+def test_kept_files_bound_their_descriptors_and_close_when_collected(tmp_path):
+    import gc
+    paths = []
+    for i in range(5):
+        q = tmp_path / f"f{i}"
+        q.write_bytes(bytes([i]) * 4)
+        paths.append(str(q))
+    before = _open_fds()
+    kept = KeptFiles(limit=2)
+    for i, q in enumerate(paths):
+        assert kept.read_range(q, 1, 2) == bytes([i]) * 2
+    assert _open_fds() == before + 2           # two kept, the rest read by path
+    del kept
+    gc.collect()
+    assert _open_fds() == before
+
+
+def test_kept_files_on_many_threads(tmp_path):
+    p = tmp_path / "f"
+    p.write_bytes(bytes(range(256)) * 64)
+    kept = KeptFiles()
+    errors = []
+
+    def reader(k):
+        try:
+            for i in range(200):
+                off = (k * 37 + i * 11) % 16000
+                assert kept.read_range(str(p), off, 7) == (bytes(range(256)) * 64)[off:off + 7]
+        except Exception as exc:   # noqa: BLE001
+            errors.append(exc)
+    ts = [threading.Thread(target=reader, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    kept.close()
+    assert not errors
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_reader_keeps_its_snapshot_and_releases_it_on_close(tmp_path, packed):
+    """A TrajectoryReader reads through descriptors it keeps: the same frames while it is open, its
+    descriptors released by close() (a directory record or a packed one)."""
+    path = tmp_path / "t.mrec"
+    _record(path, frames=50)
+    if packed:
+        path = mrec.pack(path)
+    before = _open_fds()
+    r = mrec.TrajectoryReader(path)
+    first = [r[i].blocks["atoms"]["x"].copy() for i in (0, 17, 49)]
+    assert _open_fds() > before
+    assert [r[i].blocks["atoms"]["x"].tobytes() for i in (0, 17, 49)] == [a.tobytes() for a in first]
+    r.close()
+    assert _open_fds() == before

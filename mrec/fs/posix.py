@@ -152,6 +152,26 @@ class KeptFiles:
                 fd = kept
         return _pread_all(fd, length, offset)
 
+    def reader(self, path: str):
+        """``(offset, length) -> bytes`` of the file at ``path`` through its kept descriptor (opened
+        now: FileNotFoundError when absent), or None when no descriptor can be kept for it."""
+        fd = self._fds.get(path)
+        if fd is None:
+            if len(self._fds) >= self._limit or not self._finalizer.alive:
+                return None
+            fd = os.open(path, os.O_RDONLY)
+            kept = self._fds.setdefault(path, fd)
+            if kept != fd:
+                os.close(fd)
+                fd = kept
+        alive = self._finalizer
+
+        def read(offset: int, length: int) -> bytes:
+            if not alive.alive:                     # closed since: by path, as any read
+                return PosixFileSystem.read_range(DEFAULT_POSIX, path, offset, length)
+            return _pread_all(fd, length, offset)
+        return read
+
     def close(self) -> None:
         self._finalizer()
 

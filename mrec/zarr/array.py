@@ -391,15 +391,22 @@ class Array:
         if into is None:
             return None
         srows, irows, tail, _ = geo
-        if start % irows or stop - start != irows:
+        if start % irows or stop - start != irows or start < 0 or stop > m.shape[0]:
             return None
         c0 = start // srows
         i0 = (start - c0 * srows) // irows
-        key = keys.get(c0)
-        if key is None:
-            key = keys[c0] = self.chunk_key((c0, *tail))
-        index = self._index_cache.get(key)
-        if index is None or key in self.unverified_indexes or getattr(index, "degraded", None):
+        got = keys.get(c0)
+        if got is None:
+            key = self.chunk_key((c0, *tail))
+            index = self._index_cache.get(key)
+            if index is None:
+                return None
+            ranges = getattr(self.store, "range_reader", None)
+            got = keys[c0] = (key, index, ranges(key) if ranges is not None else None)
+        key, index, fetch = got
+        if self._index_cache.get(key) is not index or key in self.unverified_indexes \
+                or getattr(index, "degraded", None):
+            keys.pop(c0, None)                   # the index was dropped or rebuilt since
             return None
         last = self._last_read
         if last is not None and last[0] == key and last[1] == i0 - 1:
@@ -408,7 +415,8 @@ class Array:
         off, n = index.offsets.item(coord), index.nbytes.item(coord)
         if off == _EMPTY:
             return None
-        raw = self.store.get_range(key, off, n)
+        # the entry lies inside the file (the index's entries were bounded when it was read)
+        raw = fetch(off, n) if fetch is not None else self.store.get_range(key, off, n)
         if raw is None or len(raw) != n:
             return None
         chunk = np.empty(self.sharding.chunk_shape, dtype=m.data_type.numpy)

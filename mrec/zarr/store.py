@@ -120,6 +120,17 @@ class DirectoryStore(ReadableStore):
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
 
+    def range_reader(self, key: str):
+        """``(offset, length) -> bytes`` of ``key`` for ranges already bounded by the file's size (a
+        verified shard index's entries), through the kept descriptor of a ``keep_open`` store; None
+        when there is none (read with :meth:`get_range`)."""
+        if self._kept is None:
+            return None
+        try:
+            return self._kept.reader(self.path(key))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+
     def close(self) -> None:
         if self._kept is not None:
             self._kept.close()

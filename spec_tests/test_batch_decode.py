@@ -295,3 +295,19 @@ def test_random_whole_chunk_frames_read_their_values_and_report_a_damaged_chunk(
             f = r[i]
             for k, c in enumerate("xyz"):
                 assert f.blocks["atoms"][c].tobytes() == pos[i, :, k].tobytes()
+
+
+def test_a_kept_range_reader_reads_the_bytes_and_survives_close(tmp_path):
+    """DirectoryStore(keep_open=True).range_reader(key): the bytes get_range returns; after the
+    store is closed it reads by path (never a closed descriptor); None for an absent key or a store
+    that keeps nothing open."""
+    from mrec.zarr.store import DirectoryStore
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "k").write_bytes(bytes(range(200)))
+    store = DirectoryStore(tmp_path, readonly=True, keep_open=True)
+    read = store.range_reader("a/k")
+    assert read(10, 5) == store.get_range("a/k", 10, 5) == bytes(range(10, 15))
+    assert store.range_reader("a/absent") is None
+    assert DirectoryStore(tmp_path, readonly=True).range_reader("a/k") is None
+    store.close()
+    assert read(190, 20) == bytes(range(190, 200))

@@ -464,3 +464,17 @@ def test_power_loss_after_a_truncating_reopen_reads_the_lowered_commit(tmp_path,
             except mrec.MrecError as exc:
                 wrong.append((cut, seed, f"refused: {exc}"))
     assert not wrong, wrong[:10]
+
+
+def test_crashcheck_pipelined_writer(capsys):
+    """Issue 16: the sessions recorded with TrajectoryWriter(pipeline=True) (automatic commits run on
+    the committer thread while appends go on): every cut reads a committed prefix, as with the
+    serial writer; and so does every cut of a second, pipelined session on crashed large-frame
+    states."""
+    tool = _tool()
+    assert tool.main(["--quick", "--seeds", "1", "--cuts", "40", "--pipeline"]) == 0
+    assert tool.PIPELINE is True
+    assert "violations 0" in capsys.readouterr().out
+    code = _tool().main(["--reopen", "--quick", "--seeds", "0", "--plan", "large-quick", "--cuts", "30", "--pipeline"])
+    c = _reopen_counts(capsys.readouterr().out)
+    assert code == 0 and c["violations"] == 0 and c["process"] > 100, c

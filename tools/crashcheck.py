@@ -237,6 +237,11 @@ def compare(r: mrec.TrajectoryReader, want: list[dict], n: int) -> str | None:
 
 # -- recording ------------------------------------------------------------------------
 
+#: ``--pipeline``: record the sessions with TrajectoryWriter(pipeline=True) (automatic commits on the
+#: committer thread, inner chunks encoded ahead while appends go on): the same cuts are checked
+PIPELINE = False
+
+
 def record(plan: Plan, work: str, durable=True):
     """Run the plan on a recording file system; returns (ops, root, appended frames, commits).
 
@@ -246,12 +251,13 @@ def record(plan: Plan, work: str, durable=True):
     root = os.path.join(work, "rec.mrec")
     frames = []
     w = None
+    extra = {"pipeline": True} if PIPELINE else {}
     for act in plan.actions:
         if act[0] == "create":
             w = mrec.TrajectoryWriter.create(root, plan.make_schema(), fs=fs, flush_every=plan.flush_every,
-                                             durable=durable, compression=plan.compression)
+                                             durable=durable, compression=plan.compression, **extra)
         elif act[0] == "open":
-            w = mrec.TrajectoryWriter.open(root, fs=fs, flush_every=plan.flush_every, durable=durable)
+            w = mrec.TrajectoryWriter.open(root, fs=fs, flush_every=plan.flush_every, durable=durable, **extra)
         elif act[0] == "append":
             _, frame, step, t = act
             w.append(frame, step=step, time=t)
@@ -1194,7 +1200,8 @@ def run_session2(plan, frames1, base: str, n1: int, keep: int | None, seed: int,
     fs = recording_fs()
     try:
         w = mrec.TrajectoryWriter.open(base, fs=fs, flush_every=plan.flush_every, durable=writer_durable,
-                                       truncate_after_step=frames1[keep - 1][1] if trunc else None)
+                                       truncate_after_step=frames1[keep - 1][1] if trunc else None,
+                                       **({"pipeline": True} if PIPELINE else {}))
         for j, (frame, step, t) in enumerate(frames2):
             w.append(frame, step=step, time=t)
             if j == count // 2:
@@ -1357,7 +1364,12 @@ def main(argv=None) -> int:
     ap.add_argument("--s1-states", type=int, default=None,
                     help="with --reopen: session-1 crash states per session (default 12; quick: 4 of the "
                          "large-frame session, 1 of the small)")
+    ap.add_argument("--pipeline", action="store_true",
+                    help="record the writer sessions with pipeline=True (commits on the committer thread); "
+                         "the plain and --reopen checks")
     a = ap.parse_args(argv)
+    global PIPELINE
+    PIPELINE = a.pipeline
     if a.faults:
         return run_faults(a.quick, a.verbose, a.cuts, a.plan, a.tmpfs)
     seeds = a.seeds if a.seeds is not None else (2 if a.quick else 6)

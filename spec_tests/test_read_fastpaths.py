@@ -58,6 +58,29 @@ def test_in_place_decoders_give_the_plain_decode(dtype, rows, elementsize, shuff
         assert lane[:, 1].tobytes() == data.tobytes() and (lane[:, [0, 2]] == 7).all()
 
 
+def damaged_chunk(damage: str, pipe: CodecPipeline, spec: ChunkSpec, data: np.ndarray) -> tuple[bytes, bytes]:
+    """(the good encoded chunk of ``data``, the chunk damaged as ``damage`` says): a flipped bit of
+    the body or the crc, a zstd frame or a byte after the frame, a cut, a frame without its size or
+    stating (and holding) 8 bytes more or fewer than the chunk, nothing at all."""
+    good = pipe.encode(data, spec)
+    body = good[:-4]
+    shuffled = pipe.bytes_bytes[0].encode(data.tobytes())
+
+    def seal(b: bytes) -> bytes:
+        return b + crc32c(b).to_bytes(4, "little")
+    return good, {
+        "flip body": lambda: bytes([good[0] ^ 1]) + good[1:],
+        "flip crc": lambda: good[:-1] + bytes([good[-1] ^ 1]),
+        "trailing frame": lambda: seal(body + zstandard.ZstdCompressor().compress(b"x")),
+        "trailing bytes": lambda: seal(body + b"\x00"),
+        "short": lambda: good[:3],
+        "no content size": lambda: seal(zstandard.ZstdCompressor(write_content_size=False).compress(shuffled)),
+        "wrong content size": lambda: seal(zstandard.ZstdCompressor().compress(shuffled + b"\x00" * 8)),
+        "short content": lambda: seal(zstandard.ZstdCompressor().compress(shuffled[:-8])),
+        "empty": lambda: b"",
+    }[damage]()
+
+
 @pytest.mark.parametrize("release_gil", [False, True])
 @pytest.mark.parametrize("damage", ["flip body", "flip crc", "trailing frame", "trailing bytes", "short",
                                     "no content size", "wrong content size", "empty"])
@@ -68,22 +91,7 @@ def test_the_fused_decoder_declines_what_is_not_plain(damage, release_gil):
     spec = ChunkSpec((64,), DATA_TYPES["float64"], 0.0, "x")
     pipe = _pipeline(8)
     data = np.arange(64, dtype=np.float64)
-    good = pipe.encode(data, spec)
-    body = good[:-4]
-    shuffled = pipe.bytes_bytes[0].encode(data.tobytes())
-
-    def seal(b: bytes) -> bytes:
-        return b + crc32c(b).to_bytes(4, "little")
-    raw = {
-        "flip body": bytes([good[0] ^ 1]) + good[1:],
-        "flip crc": good[:-1] + bytes([good[-1] ^ 1]),
-        "trailing frame": seal(body + zstandard.ZstdCompressor().compress(b"x")),
-        "trailing bytes": seal(body + b"\x00"),
-        "short": good[:3],
-        "no content size": seal(zstandard.ZstdCompressor(write_content_size=False).compress(shuffled)),
-        "wrong content size": seal(zstandard.ZstdCompressor().compress(shuffled + b"\x00" * 8)),
-        "empty": b"",
-    }[damage]
+    good, raw = damaged_chunk(damage, pipe, spec, data)
     into = pipe.decoder_into(spec, release_gil=release_gil)
     dest = np.full(64, -1.0)
     try:

@@ -22,15 +22,7 @@ from mrec.zarr.codecs.base import ChunkSpec
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.pipeline import CodecPipeline
 
-from test_read_fastpaths import damaged_chunk  # noqa: E402  (spec_tests is on sys.path)
-
-
-def _pipeline(elementsize: int, shuffle: bool = True) -> CodecPipeline:
-    codecs = [{"name": "bytes", "configuration": {"endian": "little"}}]
-    if shuffle:
-        codecs.append({"name": "numcodecs.shuffle", "configuration": {"elementsize": elementsize}})
-    codecs += [{"name": "zstd", "configuration": {"level": 3, "checksum": False}}, {"name": "crc32c"}]
-    return CodecPipeline.from_json(codecs, "x")
+from test_read_fastpaths import _pipeline, damaged_chunk  # noqa: E402  (spec_tests is on sys.path)
 
 
 DTYPES = ["float64", "uint16", "int32", "int16", "uint8", "int64", "complex128"]

@@ -241,23 +241,26 @@ def test_a_reader_keeps_its_snapshot_and_releases_it_on_close(tmp_path, packed):
     assert _open_fds() == before
 
 
-def test_random_whole_chunk_frames_read_their_values_and_report_a_damaged_chunk(tmp_path):
-    """Frames of one inner chunk each (3000 atoms), read in random order (Array._whole_chunk): the
-    values written; a frame whose chunk is damaged raises CorruptionError naming the shard and
-    chunk, as the general path does, and the frames around it still read."""
+@pytest.mark.parametrize("atoms", [3000, 100])
+def test_random_whole_chunk_frames_read_their_values_and_report_a_damaged_chunk(tmp_path, atoms):
+    """Frames read in random order through Array._whole_chunk — one inner chunk each (3000 atoms), or
+    21 frames a chunk (100 atoms: the chunk cached for its neighbours): the values written; a frame
+    whose chunk is damaged raises CorruptionError naming the shard and chunk, as the general path
+    does, and the frames around it still read."""
     path = tmp_path / "t.mrec"
     rng = np.random.default_rng(5)
     s = mrec.SequenceSchema()
-    s.declare_block("atoms", rows=3000)
+    s.declare_block("atoms", rows=atoms)
     for c in "xyz":
         s.declare_column("atoms", c, "f64")
-    pos = rng.normal(size=(40, 3000, 3))
+    per = 1 if atoms == 3000 else 21                 # frames an inner chunk
+    pos = rng.normal(size=(40 * per, atoms, 3))
     w = mrec.TrajectoryWriter.create(path, s, durable=False)
     w.extend([{"atoms": {"x": p[:, 0], "y": p[:, 1], "z": p[:, 2]}} for p in pos])
     w.close()
     with mrec.TrajectoryReader(path) as r:
         arr = r.layout.blocks["atoms"].columns["y"]
-        assert arr.sharding.chunk_shape[0] == 3000
+        assert arr.sharding.chunk_shape[0] == per * atoms
         key = arr.chunk_key((0,))
         index = arr.shard_index(key)
         off, n = int(index.offsets[17]), int(index.nbytes[17])
@@ -266,11 +269,13 @@ def test_random_whole_chunk_frames_read_their_values_and_report_a_damaged_chunk(
     raw[off + n // 2] ^= 0x40
     shard.write_bytes(bytes(raw))
     with mrec.TrajectoryReader(path) as r:
-        for i in [33, 3, 17, 18, 16, 39, 0, 17]:
-            if i == 17:
+        for i in [33, 3, 17, 18, 16, 39, 0, 17, 4, 5, 3]:
+            i *= per
+            if i // per == 17:
                 with pytest.raises(CorruptionError, match=r"atoms/y/c/0.*inner chunk \[17\]"):
-                    r[i]
+                    r[i + per // 2]
                 continue
+            i += (i // per) % per                    # some frame inside the chunk
             f = r[i]
             for k, c in enumerate("xyz"):
                 assert f.blocks["atoms"][c].tobytes() == pos[i, :, k].tobytes()

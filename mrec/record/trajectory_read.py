@@ -780,7 +780,7 @@ class TrajectoryReader:
                     rows = slice(lo, lo + u)
                     got = {}
                     for col, arr in cols:
-                        # a frame that is one whole inner chunk: straight to it (Array._whole_chunk)
+                        # a frame inside one inner chunk: straight to it (Array._whole_chunk)
                         v = arr._whole_chunk(lo, lo + u)
                         got[col] = v if v is not None else arr.read(rows)
                     blocks[name] = got

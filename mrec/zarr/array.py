@@ -376,11 +376,14 @@ class Array:
         return self._resolved(slot, "decoder_into", release_gil=release_gil, many=many)
 
     def _whole_chunk(self, start: int, stop: int) -> np.ndarray | None:
-        """Rows [start, stop) when they are exactly one whole inner chunk of a frame-aligned column
-        (a frame of a random read), in the plain case only: its shard index cached and read as
-        written (not rebuilt), the chunk not part of a forward walk (read-ahead is
-        :meth:`_one_chunk_range`'s), its bytes read whole and decoded in place by the fused decoder.
-        The bytes and checks of :meth:`_one_chunk_range` without its bookkeeping; None otherwise."""
+        """Rows [start, stop) inside one inner chunk of a frame-aligned column (a frame of a random
+        read), in the plain case only: its shard index cached and read as written (not rebuilt), the
+        chunk not the next of a forward walk (read-ahead is :meth:`_one_chunk_range`'s), its bytes read
+        whole through the shard's range reader and decoded in place by the fused decoder.  A whole
+        chunk is returned as decoded (not cached: the next frame is the next chunk); part of one is
+        copied out of it, and the chunk is cached for its neighbours (every row verified: an index
+        read as written trusts all of them).  The bytes and checks of :meth:`_one_chunk_range`
+        without its bookkeeping; None otherwise."""
         lean = self._lean
         m = self.meta
         if lean is None or lean[0] is not m:
@@ -391,10 +394,14 @@ class Array:
         if into is None:
             return None
         srows, irows, tail, _ = geo
-        if start % irows or stop - start != irows or start < 0 or stop > m.shape[0]:
+        if start < 0 or stop > m.shape[0]:
             return None
         c0 = start // srows
-        i0 = (start - c0 * srows) // irows
+        r_lo = start - c0 * srows
+        i0 = r_lo // irows
+        a = r_lo - i0 * irows
+        if a + stop - start > irows:
+            return None                         # more than one inner chunk
         got = keys.get(c0)
         if got is None:
             key = self.chunk_key((c0, *tail))
@@ -408,13 +415,18 @@ class Array:
                 or getattr(index, "degraded", None):
             keys.pop(c0, None)                   # the index was dropped or rebuilt since
             return None
-        last = self._last_read
-        if last is not None and last[0] == key and last[1] == i0 - 1:
-            return None                         # a forward walk: read ahead by the general path
         coord = (i0, *tail)
         off, n = index.offsets.item(coord), index.nbytes.item(coord)
         if off == _EMPTY:
             return None
+        whole = a == 0 and stop - start == irows
+        if not whole:
+            cached = self._chunk_cache
+            if cached is not None and cached[0] == (key, coord, off, n) and cached[2] >= a + stop - start:
+                return cached[1][a:a + stop - start].copy()
+        last = self._last_read
+        if last is not None and last[0] == key and last[1] == i0 - 1:
+            return None                         # a forward walk: read ahead by the general path
         # the entry lies inside the file (the index's entries were bounded when it was read)
         raw = fetch(off, n) if fetch is not None else self.store.get_range(key, off, n)
         if raw is None or len(raw) != n:
@@ -426,7 +438,10 @@ class Array:
         except Exception:                       # noqa: BLE001 - the general path decodes and reports
             return None
         self._last_read = (key, i0)
-        return chunk
+        if whole:
+            return chunk
+        self._chunk_cache = ((key, coord, off, n), chunk, irows, True)
+        return chunk[a:a + stop - start].copy()
 
     def _one_chunk_range(self, start: int, stop: int) -> np.ndarray | None:
         """Rows [start, stop) copied out of the one inner chunk holding them, or None (general path).

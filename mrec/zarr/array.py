@@ -21,7 +21,8 @@ from .codecs.base import ChunkSpec
 from . import shardscan
 from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
-from .parallel import decode_all, decode_parts, encode_all, in_worker
+from .parallel import batch_threads, decode_all, decode_parts, encode_all, in_worker
+from .pipeline import batch_encoder
 
 
 _EMPTY = int(EMPTY)
@@ -892,6 +893,9 @@ class ShardedAppender:
     #: per small chunk cost more than the second core gave (3000-atom frames: append blocked 1.8-2x
     #: longer; 50k-atom frames: 0.90-0.98x, docs/performance.md "Issue 16")
     AHEAD_MIN_BYTES = 96 * 1024
+    #: a landing of at least this many inner chunks of a shard is encoded by the batch encoder
+    #: (``pipeline.batch_encoder``: one zstandard call per part, which costs a context of its own)
+    BATCH_MIN = 8
 
     def __init__(self, array: Array, rows: int | None = None, *, ahead: bool = False):
         sh = array.sharding
@@ -924,6 +928,7 @@ class ShardedAppender:
             self.tail = array.read(slice(self.rows - part, self.rows))
         self.bytes_written = 0
         self._fast: tuple | None = None
+        self._batch = False                          # the batch encoder (None: not applicable), made once
         # encode ahead (``ahead=True`` and more than one thread): every complete inner chunk of the
         # buffered rows is handed to the pool as soon as append() completes it; land() writes the
         # bytes it encoded (the same bytes, in the same order: only the time of the encode moves)
@@ -935,6 +940,14 @@ class ShardedAppender:
         self._carry_start = 0                        # global row where the carry begins (inner-chunk aligned)
         self.ahead_error: BaseException | None = None   # the first encode that failed on a worker
         self._reset_carry()
+
+    def _batch_encoder(self, where: str):
+        """The pipeline's batch encoder of this array's inner chunks (``pipeline.batch_encoder``) or
+        None, made once."""
+        if self._batch is False:
+            m, sh = self.array.meta, self.sharding
+            self._batch = batch_encoder(sh.codecs, ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, where))
+        return self._batch
 
     def _encoder(self, where: str):
         """The pipeline's resolved encoder of this array's inner chunks (or None), made once."""
@@ -1156,7 +1169,21 @@ class ShardedAppender:
 
             fast = self._encoder(where)
             futures = self._futures
-            if futures and whole_rows:
+            batch = self._batch_encoder(where) if whole_rows and not futures else None
+            full_end = (min(end_row, s_lo + self.shard_rows) - s_lo) // ir      # chunks wholly below end_row
+            if batch is not None and len(items) >= self.BATCH_MIN:
+                # few, long GIL-free calls for the whole shard's chunks (pipeline.batch_encoder): the
+                # whole chunks are one slice of the rows, a padded last chunk a run of its own
+                f0 = first_inner // ir
+                runs = [data[s_lo + f0 * ir - base:s_lo + full_end * ir - base].reshape(full_end - f0, ir, *m.shape[1:])] \
+                    if full_end > f0 else []
+                if full_end < last_inner:
+                    runs.append(items[-1][1][None])
+                nbytes = sum(x[1].nbytes for x in items)
+                sizes, pieces = batch(runs, batch_threads(nbytes))
+                blobs = None
+                items_encoded = True
+            elif futures and whole_rows:
                 # chunks encoded ahead: their bytes (or the error their encode raised), the rest here
                 ahead = [futures.get(s_lo // ir + item[0][0]) if len(item[1]) == ir else None for item in items]
                 rest = [item for item, f in zip(items, ahead) if f is None]
@@ -1183,16 +1210,18 @@ class ShardedAppender:
 
             if not items_encoded:
                 blobs = encode_all(encode, items, sum(x[1].nbytes for x in items))
-            for (coord, _sub), blob in zip(items, blobs):
+            if blobs is not None:
+                sizes, pieces = [len(b) for b in blobs], blobs
+            for (coord, _sub), size in zip(items, sizes):
                 index.offsets[coord] = pos
-                index.nbytes[coord] = len(blob)
-                pos += len(blob)
+                index.nbytes[coord] = size
+                pos += size
             # entries past the new end are stale leftovers of an uncommitted tail
             stale_from = last_inner
             if stale_from < self.grid[0]:
                 index.offsets[stale_from:] = EMPTY
                 index.nbytes[stale_from:] = EMPTY
-            payload = b"".join(blobs)
+            payload = b"".join(pieces)
             store = self.array.store
             store.write_at(key, start_pos, payload)
             raw_index = sh.encode_index(index, store.describe(key))

@@ -16,7 +16,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence, TypeVar
 
-__all__ = ["call_all", "decode_all", "decode_parts", "encode_all", "in_worker", "read_threads", "submit", "threads"]
+__all__ = ["batch_threads", "call_all", "decode_all", "decode_parts", "encode_all", "in_worker", "read_threads", "submit", "threads"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -78,6 +78,15 @@ def encode_all(fn: Callable[[T], R], items: Sequence[T], nbytes: int) -> list[R]
     parts = [items[cut[i]:cut[i + 1]] for i in range(k)]
     done = call_all([lambda part=part: [fn(x) for x in part] for part in parts])
     return [r for part in done for r in part]
+
+
+def batch_threads(nbytes: int) -> int:
+    """How many threads a batch encode of ``nbytes`` input bytes uses (``pipeline.batch_encoder``):
+    :func:`threads`, or 1 below :data:`MIN_PARALLEL_BYTES` and inside a pool worker."""
+    n = threads()
+    if n == 1 or nbytes < MIN_PARALLEL_BYTES or _in_worker():
+        return 1
+    return min(n, MAX_WORKERS + 1)
 
 
 def decode_all(fn: Callable, items: Sequence[T], nbytes: int, n: int | None = None, *,

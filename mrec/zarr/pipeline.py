@@ -554,3 +554,96 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
         got = call_all([lambda a=cut[i], b=cut[i + 1]: part(raws[a:b], out[a:b]) for i in range(t)])
         return all(got)
     return decode_batch
+
+
+def batch_encoder(pipeline: "CodecPipeline", spec: ChunkSpec):
+    """``(runs, threads) -> (sizes, pieces)``: encode many whole inner chunks of ``spec`` at once, the
+    bytes of :meth:`CodecPipeline.encode` chunk by chunk, with few, long GIL-free calls (issue 16,
+    the writer on both cores).  None unless the pipeline is the plain one the reference writer uses:
+    ``bytes`` (any endian) -> optional ``numcodecs.shuffle`` -> ``zstd`` -> ``crc32c``, a numeric
+    dtype, a chunk of whole shuffle elements.
+
+    ``runs`` is a list of arrays, each ``(k, ...)`` holding ``k`` consecutive chunks (the rows of
+    ``k`` inner chunks, any trailing shape with ``k * elements`` values); the chunks are encoded in
+    order.  The result is ``sizes`` (each chunk's encoded length) and ``pieces``, buffers whose
+    concatenation is the chunks' encoded bytes back to back (zstd frames and their checksums, kept
+    apart so nothing is copied before the caller's one ``b"".join``).
+
+    How: the chunks are cut into ``threads`` contiguous parts, the first encoded in this thread and
+    the rest on the pool (:func:`mrec.zarr.parallel.call_all`).  A part shuffles each of its runs
+    into one buffer with one numpy transposed copy (numpy releases the GIL for it; numcodecs' C
+    shuffle holds it), compresses all its chunks with one ``ZstdCompressor.multi_compress_to_buffer``
+    call (``threads=1``: its own thread pool was slower than ours on two cores; the compressor's
+    parameters, so the frames are those of ``compress``, content size included), then checksums
+    each frame (crc32c: short, GIL held)."""
+    from .codecs.bytes_ import BytesCodec as _Bytes
+    if pipeline.array_array or not isinstance(pipeline.array_bytes, _Bytes):
+        return None
+    bb = pipeline.bytes_bytes
+    n = 1
+    if bb and bb[0].__class__ is ShuffleCodec:
+        n = bb[0].elementsize
+        bb = bb[1:]
+    if len(bb) != 2 or bb[0].__class__ is not ZstdCodec or bb[1].__class__ is not Crc32cCodec:
+        return None
+    try:
+        disk = pipeline.array_bytes._disk_dtype(spec)
+    except MetadataError:
+        return None
+    if disk.kind not in "biufc":
+        return None
+    elements = math.prod(spec.shape)
+    nbytes = disk.itemsize * elements
+    if not nbytes or nbytes % n:
+        return None
+    zstd = bb[0]
+    count = nbytes // n
+    u8 = np.uint8
+
+    from .codecs.crc32c_ import crc32c
+    from .parallel import call_all
+
+    def part(runs) -> tuple[list, list]:
+        chunks = []                       # one buffer a chunk, in order (views of the runs or of `buf`)
+        for run in runs:
+            k = len(run)
+            if not k:
+                continue
+            a = np.ascontiguousarray(run, dtype=disk).reshape(k, nbytes // disk.itemsize)
+            src = a.view(u8)                                        # (k, nbytes)
+            if n > 1:
+                buf = np.empty((k, n, count), dtype=u8)
+                buf[...] = src.reshape(k, count, n).transpose(0, 2, 1)     # the shuffle of k chunks
+                src = buf.reshape(k, nbytes)
+            chunks.extend(src[i].data for i in range(k))
+        if not chunks:
+            return [], []
+        coll = zstd._compressor().multi_compress_to_buffer(chunks, threads=1)
+        sizes, pieces = [], []
+        for i in range(len(coll)):
+            seg = coll[i]
+            pieces.append(seg)
+            pieces.append(crc32c(seg).to_bytes(4, "little"))
+            sizes.append(len(seg) + 4)
+        return sizes, pieces
+
+    def encode_batch(runs, threads: int = 1) -> tuple[list, list]:
+        runs = [r for r in runs if len(r)]
+        total = sum(len(r) for r in runs)
+        t = max(1, min(int(threads), total))
+        if t == 1:
+            return part(runs)
+        # cut the chunks into t contiguous parts (by chunk count), splitting runs where needed
+        cuts = [total * i // t for i in range(t + 1)]
+        parts: list[list] = [[] for _ in range(t)]
+        pos = 0
+        for run in runs:
+            lo, hi = pos, pos + len(run)
+            for j in range(t):
+                a, b = max(lo, cuts[j]), min(hi, cuts[j + 1])
+                if a < b:
+                    parts[j].append(run[a - lo:b - lo])
+            pos = hi
+        done = call_all([lambda p=p: part(p) for p in parts])
+        return [s for d in done for s in d[0]], [p for d in done for p in d[1]]
+    return encode_batch

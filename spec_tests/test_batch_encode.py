@@ -120,3 +120,21 @@ def test_landing_through_the_batch_encoder_writes_the_per_chunk_store(tmp_path_f
     assert used or not sum(sizes)
     want = np.concatenate(batches) if sum(sizes) else np.zeros((0, *width))
     assert arr.read().tobytes() == want.tobytes()
+
+
+@settings(max_examples=100, deadline=None)
+@given(sizes=st.lists(st.integers(0, 9), min_size=1, max_size=8), k=st.integers(1, 5), data=st.data())
+def test_row_pieces_read_as_their_concatenation(sizes, k, data):
+    from mrec.zarr.array import _Rows
+    parts = [np.arange(sum(sizes[:i]), sum(sizes[:i + 1]), dtype=float).reshape(-1, 1) * [1, 2] for i in range(len(sizes))]
+    whole = np.concatenate(parts)
+    rows = _Rows(parts)
+    assert len(rows) == len(whole)
+    lo = data.draw(st.integers(0, len(whole)))
+    hi = data.draw(st.integers(lo, len(whole)))
+    assert rows.get(lo, hi).tobytes() == whole[lo:hi].tobytes()
+    hi = lo + (hi - lo) // k * k
+    runs = rows.runs(lo, hi, k)
+    assert all(len(r) % k == 0 and len(r) for r in runs)
+    got = np.concatenate(runs) if runs else whole[:0]
+    assert got.tobytes() == whole[lo:hi].tobytes()

@@ -10,6 +10,7 @@ start of the shard) rewritten in place — O(chunk + index) bytes per landing.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import posixpath
@@ -55,6 +56,60 @@ def write_group(store, path: str, attributes: dict | None = None, *, fsync: bool
     meta = GroupMetadata(dict(attributes or {}), dict(extra or {}))
     store.set(meta_key(path), json_dumps(meta.to_json()), fsync=fsync)
     return meta
+
+
+class _Rows:
+    """Consecutive pieces of rows (a landing's tail and buffered appends) read as one array of rows
+    without joining them all: a range inside one piece is a view of it, one across pieces a join of
+    just that range."""
+
+    __slots__ = ("parts", "starts")
+
+    def __init__(self, parts: list):
+        self.parts = parts
+        starts = [0]
+        for p in parts:
+            starts.append(starts[-1] + len(p))
+        self.starts = starts
+
+    def __len__(self) -> int:
+        return self.starts[-1]
+
+    def _at(self, row: int) -> int:
+        """The piece holding ``row``."""
+        return bisect.bisect_right(self.starts, row) - 1
+
+    def get(self, lo: int, hi: int) -> np.ndarray:
+        """Rows ``lo:hi`` (0 <= lo <= hi <= len)."""
+        if lo >= hi:
+            return self.parts[0][:0]
+        i = self._at(lo)
+        st = self.starts
+        if hi <= st[i + 1]:
+            return self.parts[i][lo - st[i]:hi - st[i]]
+        pieces = []
+        while lo < hi:
+            e = min(hi, st[i + 1])
+            pieces.append(self.parts[i][lo - st[i]:e - st[i]])
+            lo, i = e, i + 1
+        return np.concatenate(pieces, axis=0)
+
+    def runs(self, lo: int, hi: int, k: int) -> list:
+        """Rows ``lo:hi`` (a multiple of ``k`` rows) as consecutive arrays of whole multiples of ``k``
+        rows: views of the pieces where ``k``-row blocks lie in one piece, a join of the block's rows
+        where one spans pieces."""
+        out = []
+        st = self.starts
+        while lo < hi:
+            i = self._at(lo)
+            n = (min(hi, st[i + 1]) - lo) // k * k
+            if n:
+                out.append(self.parts[i][lo - st[i]:lo - st[i] + n])
+            else:
+                n = k
+                out.append(self.get(lo, lo + k))
+            lo += n
+        return out
 
 
 def _as_rows(data: np.ndarray, meta: ArrayMetadata) -> np.ndarray:
@@ -1131,13 +1186,15 @@ class ShardedAppender:
             return []
         m = self.array.meta
         parts = ([self.tail] if self.tail is not None else []) + self.pending
-        data = np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
+        data = _Rows(parts)               # the rows from base on, never concatenated as a whole
         base = self.rows - (len(self.tail) if self.tail is not None else 0)
         end_row = base + len(data)
         touched: list[str] = []
         sh = self.sharding
         ir = self.inner_rows
         inner_trailing = sh.chunk_shape[1:]
+        # one inner chunk across the trailing axes: the rows are the chunk
+        whole_rows = tuple(inner_trailing) == tuple(m.shape[1:]) and all(g == 1 for g in self.grid[1:])
         for s in range(base // self.shard_rows, -(-end_row // self.shard_rows)):
             s_lo = s * self.shard_rows
             key = self.array.chunk_key((s,) + (0,) * (m.ndim - 1))
@@ -1149,11 +1206,26 @@ class ShardedAppender:
             start_pos = pos
             last_inner = -(-(min(end_row, s_lo + self.shard_rows) - s_lo) // ir)
             where = self.array.store.describe(key)
-            # one inner chunk across the trailing axes: the rows are the chunk
-            whole_rows = tuple(inner_trailing) == tuple(m.shape[1:]) and all(g == 1 for g in self.grid[1:])
-            for i0 in range(first_inner // ir, last_inner):
+            f0 = first_inner // ir
+            full_end = (min(end_row, s_lo + self.shard_rows) - s_lo) // ir      # chunks wholly below end_row
+            batch = self._batch_encoder(where) if whole_rows and not self._futures \
+                and last_inner - f0 >= self.BATCH_MIN else None
+            if batch is not None:
+                # few, long GIL-free calls for the whole shard's chunks (pipeline.batch_encoder), read
+                # from the buffered pieces as they are (a chunk spanning two pieces is joined alone)
+                runs = [r.reshape(len(r) // ir, ir, *m.shape[1:])
+                        for r in data.runs(s_lo + f0 * ir - base, s_lo + full_end * ir - base, ir)]
+                if full_end < last_inner:
+                    r0 = s_lo + full_end * ir
+                    runs.append(self._padded(data.get(r0 - base, end_row - base))[None])
+                coords = [(i0,) + (0,) * (m.ndim - 1) for i0 in range(f0, last_inner)]
+                items = [(c, None) for c in coords]
+                sizes, pieces = batch(runs, batch_threads((last_inner - f0) * ir * math.prod(m.shape[1:])
+                                                          * m.data_type.numpy.itemsize))
+                blobs = None
+            for i0 in range(f0, last_inner) if batch is None else ():
                 r0 = s_lo + i0 * ir
-                rows = data[r0 - base:min(r0 + ir, end_row) - base]
+                rows = data.get(r0 - base, min(r0 + ir, end_row) - base)
                 if len(rows) < ir:
                     rows = self._padded(rows)
                 if whole_rows:
@@ -1169,19 +1241,7 @@ class ShardedAppender:
 
             fast = self._encoder(where)
             futures = self._futures
-            batch = self._batch_encoder(where) if whole_rows and not futures else None
-            full_end = (min(end_row, s_lo + self.shard_rows) - s_lo) // ir      # chunks wholly below end_row
-            if batch is not None and len(items) >= self.BATCH_MIN:
-                # few, long GIL-free calls for the whole shard's chunks (pipeline.batch_encoder): the
-                # whole chunks are one slice of the rows, a padded last chunk a run of its own
-                f0 = first_inner // ir
-                runs = [data[s_lo + f0 * ir - base:s_lo + full_end * ir - base].reshape(full_end - f0, ir, *m.shape[1:])] \
-                    if full_end > f0 else []
-                if full_end < last_inner:
-                    runs.append(items[-1][1][None])
-                nbytes = sum(x[1].nbytes for x in items)
-                sizes, pieces = batch(runs, batch_threads(nbytes))
-                blobs = None
+            if batch is not None:
                 items_encoded = True
             elif futures and whole_rows:
                 # chunks encoded ahead: their bytes (or the error their encode raised), the rest here
@@ -1234,7 +1294,7 @@ class ShardedAppender:
             for old in [k for k in self.indexes if k < s]:
                 del self.indexes[old], self.ends[old]
         part = end_row % ir
-        self.tail = data[len(data) - part:].copy() if part else None
+        self.tail = np.array(data.get(len(data) - part, len(data))) if part else None
         self.rows = end_row
         self.pending, self.pending_rows = [], 0
         self.array.meta = m.with_shape((end_row, *m.shape[1:]))

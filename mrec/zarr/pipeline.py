@@ -605,6 +605,9 @@ def batch_encoder(pipeline: "CodecPipeline", spec: ChunkSpec):
 
     def part(runs) -> tuple[list, list]:
         chunks = []                       # one buffer a chunk, in order (views of the runs or of `buf`)
+        if n > 1:
+            buf = np.empty((sum(len(r) for r in runs), n, count), dtype=u8)
+        at = 0
         for run in runs:
             k = len(run)
             if not k:
@@ -612,10 +615,10 @@ def batch_encoder(pipeline: "CodecPipeline", spec: ChunkSpec):
             a = np.ascontiguousarray(run, dtype=disk).reshape(k, nbytes // disk.itemsize)
             src = a.view(u8)                                        # (k, nbytes)
             if n > 1:
-                buf = np.empty((k, n, count), dtype=u8)
-                buf[...] = src.reshape(k, count, n).transpose(0, 2, 1)     # the shuffle of k chunks
-                src = buf.reshape(k, nbytes)
+                buf[at:at + k] = src.reshape(k, count, n).transpose(0, 2, 1)     # the shuffle of k chunks
+                src = buf[at:at + k].reshape(k, nbytes)
             chunks.extend(src[i].data for i in range(k))
+            at += k
         if not chunks:
             return [], []
         coll = zstd._compressor().multi_compress_to_buffer(chunks, threads=1)

@@ -138,3 +138,177 @@ def test_row_pieces_read_as_their_concatenation(sizes, k, data):
     assert all(len(r) % k == 0 and len(r) for r in runs)
     got = np.concatenate(runs) if runs else whole[:0]
     assert got.tobytes() == whole[lo:hi].tobytes()
+
+
+WRITER = r"""
+import sys, numpy as np, mrec
+from mrec.zarr.array import ShardedAppender
+path, pipeline = sys.argv[1], sys.argv[2] == "1"
+N = 3000
+calls = [0]
+real = ShardedAppender._batch_encoder
+def counted(self, where):
+    enc = real(self, where)
+    def run(runs, threads):
+        calls[0] += 1
+        return enc(runs, threads)
+    return run if enc is not None else None
+ShardedAppender._batch_encoder = counted
+def frame(i):
+    rng = np.random.default_rng(i)
+    x, y = rng.normal(size=N), rng.normal(size=N)
+    x[0] = y[0] = i
+    return {"blocks": {"atoms": {"x": x, "y": y}}}
+s = mrec.SequenceSchema()
+s.declare_block("atoms", rows=N)
+s.declare_column("atoms", "x", "f64", precision=1e-3)
+s.declare_column("atoms", "y", "f64", precision=1e-2)
+w = mrec.TrajectoryWriter.create(path, s, flush_every=16, durable=False, pipeline=pipeline)
+print("ready", flush=True)
+i = 0
+while True:
+    w.append(frame(i))
+    i += 1
+    if i % 40 == 0:
+        w.flush()
+        print("flushed", i, calls[0], flush=True)
+"""
+
+
+def _expected(i):
+    from mrec.record.precision import round_to_precision
+    rng = np.random.default_rng(i)
+    x, y = rng.normal(size=3000), rng.normal(size=3000)
+    x[0] = y[0] = i
+    return round_to_precision(x, 1e-3), round_to_precision(y, 1e-2)
+
+
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_sigkill_while_batch_encodes_are_in_flight(tmp_path, pipeline):
+    """Writers whose every landing goes through the batch encoder on two threads (16 inner chunks of
+    24 KB a commit, MREC_THREADS=2; with pipeline=True on the committer thread), killed at random
+    moments (most of a writer's time is spent encoding): each store holds a bit-identical prefix of
+    at least the frames reported flushed, and reopens and continues."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import mrec
+    rng = np.random.default_rng(23)
+    env = dict(__import__("os").environ, MREC_THREADS="2")
+    most = batches = 0
+    for trial in range(8):
+        path = str(tmp_path / f"b{trial}.mrec")
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, path, "1" if pipeline else "0"],
+                                stdout=subprocess.PIPE, text=True, env=env)
+        assert proc.stdout.readline().startswith("ready")
+        flushed = 0
+        if trial % 2:
+            line = proc.stdout.readline()
+            assert line.startswith("flushed"), line
+            flushed, batches = int(line.split()[1]), max(batches, int(line.split()[2]))
+        time.sleep(float(rng.uniform(0.0, 0.2)))
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate()
+        for ln in out.split("\n"):
+            if ln.startswith("flushed "):
+                flushed, batches = max(flushed, int(ln.split()[1])), max(batches, int(ln.split()[2]))
+        r = mrec.TrajectoryReader(path)
+        n = len(r)
+        assert n >= flushed, (n, flushed)
+        if n:
+            xs, ys = r.column("atoms", "x"), r.column("atoms", "y")
+            for i in range(n):
+                x, y = _expected(i)
+                assert xs[i].tobytes() == x.tobytes() and ys[i].tobytes() == y.tobytes(), i
+        most = max(most, n)
+        with mrec.TrajectoryWriter.open(path, durable=False, pipeline=pipeline) as w:
+            for i in range(n, n + 20):
+                x, y = _expected(i)
+                w.append({"blocks": {"atoms": {"x": x, "y": y}}})
+        r = mrec.TrajectoryReader(path)
+        assert len(r) == n + 20
+        assert r.column("atoms", "x")[n + 19].tobytes() == _expected(n + 19)[0].tobytes()
+    assert batches >= 4, batches             # the landings went through the batch encoder
+    assert most >= 32, most
+
+
+def _xy(i):
+    rng = np.random.default_rng(i)
+    return {"blocks": {"atoms": {"x": rng.normal(size=3000), "y": rng.normal(size=3000)}}}
+
+
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_a_batch_encode_failing_on_a_worker_leaves_the_store_at_its_last_commit(tmp_path, monkeypatch, pipeline):
+    """The third commit's batch encode fails in its part on a pool worker (MemoryError): the default writer
+    raises it from the append whose automatic commit it was, a pipelined writer raises a WriteError
+    naming it at its next call (flush at the latest); every later call refuses; the store holds the
+    frames of the last completed commit, bit-identical; reopening continues."""
+    import threading
+
+    import mrec
+    from mrec.record.precision import round_to_precision
+    from mrec.zarr import parallel
+    from mrec.zarr.codecs.zstd_ import ZstdCodec
+    monkeypatch.setenv("MREC_THREADS", "2")
+    calls = {"n": 0}
+    lock = threading.Lock()
+    real = ZstdCodec._compressor
+
+    class Failing:
+        def __init__(self, c):
+            self.c = c
+
+        def multi_compress_to_buffer(self, data, threads=1):
+            if parallel.in_worker():
+                with lock:
+                    calls["n"] += 1
+                    n = calls["n"]
+                if n == 3:
+                    raise MemoryError("no memory for this batch")
+            return self.c.multi_compress_to_buffer(data, threads=threads)
+
+        def __getattr__(self, name):
+            return getattr(self.c, name)
+    monkeypatch.setattr(ZstdCodec, "_compressor", lambda self: Failing(real(self)))
+    path = tmp_path / "f.mrec"
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=3000)
+    s.declare_column("atoms", "x", "f64", precision=1e-3)
+    s.declare_column("atoms", "y", "f64")
+    w = mrec.TrajectoryWriter.create(path, s, durable=False, flush_every=16, pipeline=pipeline)
+    raised, appended = None, 0
+    for i in range(80):
+        try:
+            w.append(_xy(i))
+            appended += 1
+        except (MemoryError, mrec.WriteError) as exc:
+            raised = exc
+            break
+    if raised is None:
+        with pytest.raises(mrec.WriteError) as e:
+            w.flush()
+        raised = e.value
+    if pipeline:
+        assert isinstance(raised, mrec.WriteError) and "MemoryError" in str(raised) and "reopen" in str(raised)
+    else:
+        assert isinstance(raised, MemoryError) and appended == 47     # the third commit's append
+    assert calls["n"] >= 3
+    for call in (lambda: w.append(_xy(99)), w.flush, w.close):
+        with pytest.raises(mrec.WriteError):
+            call()
+    r = mrec.TrajectoryReader(path)
+    n = len(r)
+    assert n == 32              # one batch a commit (x; y, without precision, is crc32c alone): the third failed
+    for i in range(n):
+        want = _xy(i)["blocks"]["atoms"]
+        assert r[i].blocks["atoms"]["x"].tobytes() == round_to_precision(want["x"], 1e-3).tobytes()
+        assert r[i].blocks["atoms"]["y"].tobytes() == want["y"].tobytes()
+    monkeypatch.setattr(ZstdCodec, "_compressor", real)
+    with mrec.TrajectoryWriter.open(path, durable=False) as w2:
+        assert w2.committed == n
+        w2.extend([_xy(i) for i in range(n, n + 20)])
+    r = mrec.TrajectoryReader(path)
+    assert len(r) == n + 20
+    assert r[n + 19].blocks["atoms"]["y"].tobytes() == _xy(n + 19)["blocks"]["atoms"]["y"].tobytes()

@@ -599,29 +599,47 @@ def batch_encoder(pipeline: "CodecPipeline", spec: ChunkSpec):
     zstd = bb[0]
     count = nbytes // n
     u8 = np.uint8
+    import zstandard
 
     from .codecs.crc32c_ import crc32c
     from .parallel import call_all
 
+    segments: dict[int, bytes] = {}          # the segment table of a buffer of k chunks, by k
+
+    def whole(total: int, buf) -> "zstandard.BufferWithSegments":
+        """``total`` chunks lying back to back in ``buf``, as zstandard's one-buffer input."""
+        segs = segments.get(total)
+        if segs is None:
+            table = np.empty((total, 2), dtype="<u8")
+            table[:, 0] = np.arange(total, dtype="<u8") * nbytes
+            table[:, 1] = nbytes
+            segs = table.tobytes()
+            if len(segments) < 64:
+                segments[total] = segs
+        return zstandard.BufferWithSegments(buf, segs)
+
     def part(runs) -> tuple[list, list]:
-        chunks = []                       # one buffer a chunk, in order (views of the runs or of `buf`)
-        if n > 1:
-            buf = np.empty((sum(len(r) for r in runs), n, count), dtype=u8)
-        at = 0
-        for run in runs:
-            k = len(run)
-            if not k:
-                continue
-            a = np.ascontiguousarray(run, dtype=disk).reshape(k, nbytes // disk.itemsize)
-            src = a.view(u8)                                        # (k, nbytes)
-            if n > 1:
-                buf[at:at + k] = src.reshape(k, count, n).transpose(0, 2, 1)     # the shuffle of k chunks
-                src = buf[at:at + k].reshape(k, nbytes)
-            chunks.extend(src[i].data for i in range(k))
-            at += k
-        if not chunks:
+        total = sum(len(r) for r in runs)
+        if not total:
             return [], []
-        coll = zstd._compressor().multi_compress_to_buffer(chunks, threads=1)
+        if n > 1:
+            # the shuffle: one transposed copy a run into one buffer for the part (numpy releases the GIL)
+            buf = np.empty((total, n, count), dtype=u8)
+            dst = buf.transpose(0, 2, 1)
+            at = 0
+            for run in runs:
+                k = len(run)
+                if run.dtype != disk or not run.flags.c_contiguous:
+                    run = np.ascontiguousarray(run, dtype=disk)
+                dst[at:at + k] = run.view(u8).reshape(k, count, n)
+                at += k
+            data = whole(total, buf.reshape(-1))
+        elif len(runs) == 1 and runs[0].dtype == disk and runs[0].flags.c_contiguous:
+            data = whole(total, runs[0].view(u8).reshape(-1))
+        else:
+            data = [np.ascontiguousarray(r, dtype=disk).view(u8).reshape(len(r), nbytes)[i].data
+                    for r in runs for i in range(len(r))]
+        coll = zstd._compressor().multi_compress_to_buffer(data, threads=1)
         sizes, pieces = [], []
         for i in range(len(coll)):
             seg = coll[i]

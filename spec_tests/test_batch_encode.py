@@ -241,7 +241,9 @@ def _xy(i):
 
 @pytest.mark.parametrize("pipeline", [False, True])
 def test_a_batch_encode_failing_on_a_worker_leaves_the_store_at_its_last_commit(tmp_path, monkeypatch, pipeline):
-    """The third commit's batch encode fails in its part on a pool worker (MemoryError): the default writer
+    """The third commit's batch encode fails off the calling thread (MemoryError), in its part on a pool
+    worker (default writer) or on the committer thread (pipelined, which encodes there alone while it
+    keeps up): the default writer
     raises it from the append whose automatic commit it was, a pipelined writer raises a WriteError
     naming it at its next call (flush at the latest); every later call refuses; the store holds the
     frames of the last completed commit, bit-identical; reopening continues."""
@@ -261,7 +263,8 @@ def test_a_batch_encode_failing_on_a_worker_leaves_the_store_at_its_last_commit(
             self.c = c
 
         def multi_compress_to_buffer(self, data, threads=1):
-            if parallel.in_worker():
+            # off the calling thread: a pool worker's part (default writer), the committer's (pipelined)
+            if parallel.in_worker() if not pipeline else threading.current_thread().name.startswith("mrec-commit"):
                 with lock:
                     calls["n"] += 1
                     n = calls["n"]
@@ -312,3 +315,50 @@ def test_a_batch_encode_failing_on_a_worker_leaves_the_store_at_its_last_commit(
     r = mrec.TrajectoryReader(path)
     assert len(r) == n + 20
     assert r[n + 19].blocks["atoms"]["y"].tobytes() == _xy(n + 19)["blocks"]["atoms"]["y"].tobytes()
+
+
+def test_the_committer_encodes_alone_while_it_keeps_up_and_on_the_pool_when_commits_queue(tmp_path, monkeypatch):
+    """A pipelined writer's committer leaves the other core to the producer: its batch encodes use one
+    thread, unless another commit already waits behind the one it runs (then the pool as well).  The
+    store is the serial writer's either way."""
+    import threading
+
+    import mrec
+    monkeypatch.setenv("MREC_THREADS", "2")
+    seen = []                   # (commit number, threads) of each batch encode on the committer
+    gate = threading.Event()
+    real_enc = ShardedAppender._batch_encoder
+    real_land = ShardedAppender.land
+    lands = {"n": 0}
+
+    def enc(self, where):
+        e = real_enc(self, where)
+        return None if e is None else (lambda runs, threads: (seen.append(threads), e(runs, threads))[1])
+
+    def land(self):
+        if threading.current_thread().name.startswith("mrec-commit"):
+            lands["n"] += 1
+            if lands["n"] == 1:
+                assert gate.wait(30)          # the first commit waits: the next two queue behind it
+        return real_land(self)
+    monkeypatch.setattr(ShardedAppender, "_batch_encoder", enc)
+    monkeypatch.setattr(ShardedAppender, "land", land)
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=3000)
+    s.declare_column("atoms", "x", "f64", precision=1e-3)
+    frames = [{"blocks": {"atoms": {"x": np.random.default_rng(i).normal(size=3000)}}} for i in range(64)]
+    w = mrec.TrajectoryWriter.create(tmp_path / "p.mrec", s, durable=False, flush_every=16, pipeline=True)
+    for f in frames[:48]:                     # three commits queued, the first held at its landing
+        w.append(f)
+    gate.set()
+    w._drain()
+    assert seen == [1, 2, 1]                  # alone, on the pool (the third waited), alone
+    for f in frames[48:]:                     # a commit queued while the committer is idle: alone
+        w.append(f)
+    w._drain()
+    w.close()
+    assert seen == [1, 2, 1, 1]
+    monkeypatch.setattr(ShardedAppender, "land", real_land)
+    with mrec.TrajectoryWriter.create(tmp_path / "s.mrec", s, durable=False, flush_every=16) as w2:
+        w2.extend(frames)
+    assert _tree(tmp_path / "p.mrec") == _tree(tmp_path / "s.mrec")

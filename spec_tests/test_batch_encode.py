@@ -362,3 +362,29 @@ def test_the_committer_encodes_alone_while_it_keeps_up_and_on_the_pool_when_comm
     with mrec.TrajectoryWriter.create(tmp_path / "s.mrec", s, durable=False, flush_every=16) as w2:
         w2.extend(frames)
     assert _tree(tmp_path / "p.mrec") == _tree(tmp_path / "s.mrec")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(0, 9), min_size=1, max_size=10), convert=st.booleans(), inner=st.integers(1, 4))
+def test_append_many_lands_what_appending_each_piece_lands(tmp_path_factory, sizes, convert, inner):
+    rng = np.random.default_rng(sum(sizes))
+    pieces = [np.round(rng.normal(size=(n, 3)), 3) for n in sizes]
+    if convert:                       # pieces append must convert or refuse: append_many hands them to append
+        pieces = [p.astype(">f8") if k % 2 else p for k, p in enumerate(pieces)]
+    trees = []
+    for many in (False, True):
+        path = tmp_path_factory.mktemp("many")
+        store = DirectoryStore(str(path))
+        arr = Array.create(store, "x", ArrayMetadata.create((0, 3), DATA_TYPES["float64"], (inner * 3, 3),
+                                                            _sharded(inner, (3,), VARIANTS["shuffle"])))
+        ap = ShardedAppender(arr)
+        if many:
+            ap.append_many(pieces)
+        else:
+            for p in pieces:
+                ap.append(p)
+        assert ap.pending_rows == sum(sizes)
+        ap.land()
+        arr.write_metadata()
+        trees.append(_tree(path))
+    assert trees[0] == trees[1]

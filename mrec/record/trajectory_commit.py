@@ -168,8 +168,7 @@ class Committing:
         behind = sum(1 for fut, _n in list(self._queue) if not fut.done()) > 1
         try:
             for w, rows in moves:
-                for r in rows:
-                    w.appender.append(r)
+                w.appender.append_many(rows)
             with one_thread(not behind):
                 self._land_and_publish(durable, plan)
         except BaseException as exc:

@@ -1026,6 +1026,22 @@ class ShardedAppender:
             if self._ahead_on:
                 self._encode_ahead(arr)
 
+    def append_many(self, pieces: list) -> None:
+        """``for p in pieces: self.append(p)`` in one call: numpy arrays of exactly the array's dtype
+        and trailing shape are buffered as they are, with one check each (a pipelined writer's
+        committer hands over a commit's rows this way: little Python holding the GIL); anything else
+        goes through :meth:`append`."""
+        m = self.array.meta
+        dt, nd, trailing = m.data_type.numpy, m.ndim, m.shape[1:]
+        if self._ahead_on or m.data_type.is_string or not all(
+                type(a) is np.ndarray and a.dtype == dt and a.ndim == nd and a.shape[1:] == trailing for a in pieces):
+            for a in pieces:
+                self.append(a)
+            return
+        pieces = [a for a in pieces if len(a)]
+        self.pending.extend(pieces)
+        self.pending_rows += sum(len(a) for a in pieces)
+
     # -- encode ahead -------------------------------------------------------------------------
     def _ahead_encoder(self):
         """The resolved encoder when encoding ahead applies (one inner chunk spans every trailing

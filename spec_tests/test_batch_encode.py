@@ -95,7 +95,7 @@ def _land_all(path, batches, lands, inner, per_shard, codecs, reopen_at=None):
     return arr
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(inner=st.integers(1, 7), per_shard=st.integers(1, 12), sizes=st.lists(st.integers(0, 40), min_size=1, max_size=20),
        width=st.sampled_from([(), (3,)]), data=st.data(), threads=st.sampled_from(["1", "2", "3"]),
        codecs=st.sampled_from(["shuffle", "zstd", "big endian"]))
@@ -111,6 +111,9 @@ def test_landing_through_the_batch_encoder_writes_the_per_chunk_store(tmp_path_f
     _land_all(a, batches, lands, inner, per_shard, VARIANTS[codecs], reopen)
     monkeypatch.setenv("MREC_THREADS", threads)
     monkeypatch.setattr(ShardedAppender, "BATCH_MIN", 1)              # every landing of a shard
+    # small chunks encoded ahead in batches (threads >= 2) of this many bytes, the queue bounded so
+    monkeypatch.setattr(ShardedAppender, "AHEAD_BATCH_BYTES", data.draw(st.sampled_from([0, 64, 1 << 20])))
+    monkeypatch.setattr(ShardedAppender, "AHEAD_BYTES", data.draw(st.sampled_from([0, 64, 1 << 20])))
     monkeypatch.setattr("mrec.zarr.parallel.MIN_PARALLEL_BYTES", 0)  # on several threads when asked
     used = []
     real = ShardedAppender._batch_encoder
@@ -241,10 +244,10 @@ def _xy(i):
 
 @pytest.mark.parametrize("pipeline", [False, True])
 def test_a_batch_encode_failing_on_a_worker_leaves_the_store_at_its_last_commit(tmp_path, monkeypatch, pipeline):
-    """The third commit's batch encode fails off the calling thread (MemoryError), in its part on a pool
-    worker (default writer) or on the committer thread (pipelined, which encodes there alone while it
-    keeps up): the default writer
-    raises it from the append whose automatic commit it was, a pipelined writer raises a WriteError
+    """A batch encode fails off the calling thread (MemoryError): one encoded ahead on a pool worker
+    (default writer: four 24 KB chunks a batch) or the third commit's on the committer thread
+    (pipelined, which encodes there alone while it keeps up): the default writer raises it at its
+    next call or from the append whose automatic commit lands it, a pipelined writer raises a WriteError
     naming it at its next call (flush at the latest); every later call refuses; the store holds the
     frames of the last completed commit, bit-identical; reopening continues."""
     import threading
@@ -268,13 +271,14 @@ def test_a_batch_encode_failing_on_a_worker_leaves_the_store_at_its_last_commit(
                 with lock:
                     calls["n"] += 1
                     n = calls["n"]
-                if n == 3:
+                if n == (3 if pipeline else 6):
                     raise MemoryError("no memory for this batch")
             return self.c.multi_compress_to_buffer(data, threads=threads)
 
         def __getattr__(self, name):
             return getattr(self.c, name)
     monkeypatch.setattr(ZstdCodec, "_compressor", lambda self: Failing(real(self)))
+    monkeypatch.setattr(ShardedAppender, "AHEAD_BATCH_BYTES", 96 * 1024)      # four 24 KB chunks a batch
     path = tmp_path / "f.mrec"
     s = mrec.SequenceSchema()
     s.declare_block("atoms", rows=3000)
@@ -296,14 +300,20 @@ def test_a_batch_encode_failing_on_a_worker_leaves_the_store_at_its_last_commit(
     if pipeline:
         assert isinstance(raised, mrec.WriteError) and "MemoryError" in str(raised) and "reopen" in str(raised)
     else:
-        assert isinstance(raised, MemoryError) and appended == 47     # the third commit's append
-    assert calls["n"] >= 3
+        # the default writer encodes the 24 KB chunks ahead, four frames a batch on the pool: the sixth
+        # batch (frames 20-23) fails; the next call raises it (WriteError naming it) or, if it is still
+        # running then, the second commit's landing does (the MemoryError itself)
+        assert 24 <= appended <= 31
+        assert isinstance(raised, MemoryError) or "MemoryError" in str(raised)
+    assert calls["n"] >= (3 if pipeline else 6)
     for call in (lambda: w.append(_xy(99)), w.flush, w.close):
         with pytest.raises(mrec.WriteError):
             call()
     r = mrec.TrajectoryReader(path)
     n = len(r)
-    assert n == 32              # one batch a commit (x; y, without precision, is crc32c alone): the third failed
+    # pipelined: one batch a commit on the committer (x; y, without precision, is crc32c alone), the
+    # third failed; default: the second commit's batches, the first commit is there
+    assert n == (32 if pipeline else 16)
     for i in range(n):
         want = _xy(i)["blocks"]["atoms"]
         assert r[i].blocks["atoms"]["x"].tobytes() == round_to_precision(want["x"], 1e-3).tobytes()

@@ -58,6 +58,24 @@ def write_group(store, path: str, attributes: dict | None = None, *, fsync: bool
     return meta
 
 
+def _encoded_chunks(batch, runs) -> list:
+    """(On a pool worker.)  The encoded bytes of each chunk of ``runs`` (a batch encoded ahead)."""
+    sizes, pieces = batch(runs, 1)
+    return [bytes(pieces[2 * i]) + pieces[2 * i + 1] for i in range(len(sizes))]
+
+
+class _AheadChunk:
+    """One chunk of a batch encoded ahead: ``result()`` is its bytes (or raises the batch's error)."""
+
+    __slots__ = ("future", "k")
+
+    def __init__(self, future, k: int):
+        self.future, self.k = future, k
+
+    def result(self):
+        return self.future.result()[self.k]
+
+
 class _Rows:
     """Consecutive pieces of rows (a landing's tail and buffered appends) read as one array of rows
     without joining them all: a range inside one piece is a view of it, one across pieces a join of
@@ -948,6 +966,12 @@ class ShardedAppender:
     #: per small chunk cost more than the second core gave (3000-atom frames: append blocked 1.8-2x
     #: longer; 50k-atom frames: 0.90-0.98x, docs/performance.md "Issue 16")
     AHEAD_MIN_BYTES = 96 * 1024
+    #: smaller inner chunks are encoded ahead by the batch encoder, a pool task for every run of
+    #: complete chunks holding at least this many bytes (one numpy shuffle and one zstandard call a
+    #: task, so the GIL changes hands a few times a task, not per chunk).  3000-atom frames, 1 ms
+    #: MD step between appends: mean blocking 0.15 ms at 96 KiB, 0.13 at 256 KiB, 0.18 at 512 KiB
+    #: (the landing's rest grows), 0.24 without (docs/performance.md, stop 14)
+    AHEAD_BATCH_BYTES = 256 * 1024
     #: a landing of at least this many inner chunks of a shard is encoded by the batch encoder
     #: (``pipeline.batch_encoder``: one zstandard call per part, which costs a context of its own)
     BATCH_MIN = 8
@@ -994,6 +1018,7 @@ class ShardedAppender:
         self._carry_rows = 0
         self._carry_start = 0                        # global row where the carry begins (inner-chunk aligned)
         self.ahead_error: BaseException | None = None   # the first encode that failed on a worker
+        self._ahead_mode: tuple | None = None        # (chunk encoder, batch encoder, chunk bytes), made once
         self._reset_carry()
 
     def _batch_encoder(self, where: str):
@@ -1033,6 +1058,10 @@ class ShardedAppender:
         goes through :meth:`append`."""
         m = self.array.meta
         dt, nd, trailing = m.data_type.numpy, m.ndim, m.shape[1:]
+        if self._ahead_on and not self._futures:
+            # the caller lands right after (a committer): nothing to gain from encoding ahead
+            self._ahead_on = False
+            self._carry, self._carry_rows = [], 0
         if self._ahead_on or m.data_type.is_string or not all(
                 type(a) is np.ndarray and a.dtype == dt and a.ndim == nd and a.shape[1:] == trailing for a in pieces):
             for a in pieces:
@@ -1067,32 +1096,67 @@ class ShardedAppender:
         self._carry_rows = len(self.tail) if self.tail is not None else 0
         self._carry_start = self.rows - self._carry_rows
 
+    def _ahead_batch(self):
+        """The batch encoder when inner chunks too small to hand over one by one are encoded ahead in
+        batches (one chunk spans every trailing axis, more than one thread), else None."""
+        from .parallel import threads
+        m, sh = self.array.meta, self.sharding
+        if threads() < 2 or tuple(sh.chunk_shape[1:]) != tuple(m.shape[1:]) or any(g != 1 for g in self.grid[1:]):
+            return None
+        return self._batch_encoder(self.array.store.describe(self.array.chunk_key((0,) * m.ndim)))
+
+    def _bound(self) -> None:
+        """A bounded queue: past AHEAD_BYTES in flight, wait for what is in flight (an error is
+        raised by land(), in order)."""
+        if self._inflight > self.AHEAD_BYTES:
+            from concurrent.futures import wait
+            wait({getattr(f, "future", f) for f in self._futures.values()})
+            self._inflight = 0
+
     def _encode_ahead(self, arr: np.ndarray) -> None:
         self._carry.append(arr)
         self._carry_rows += len(arr)
         ir = self.inner_rows
         if self._carry_rows < ir:
             return
-        fast = self._ahead_encoder()
-        if fast is None:
+        mode = self._ahead_mode
+        if mode is None:                        # decided once per appender, at its first complete chunk
+            fast = self._ahead_encoder()
+            batch = self._ahead_batch() if fast is None else None
+            m = self.array.meta
+            mode = self._ahead_mode = (fast, batch, ir * math.prod(m.shape[1:]) * m.data_type.numpy.itemsize)
+        fast, batch, chunk = mode
+        if fast is None and batch is None:
             self._ahead_on = False              # this array encodes at the landing, as ever
             self._carry, self._carry_rows = [], 0
             return
         from .parallel import submit
-        data = np.concatenate(self._carry, axis=0) if len(self._carry) > 1 else self._carry[0]
-        n_full = len(data) // ir
-        for k in range(n_full):
-            rows = data[k * ir:(k + 1) * ir]
-            c = (self._carry_start // ir) + k
-            if self._inflight > self.AHEAD_BYTES:
-                # a bounded queue: wait for what is in flight (an error is raised by land(), in order)
-                from concurrent.futures import wait
-                wait(list(self._futures.values()))
-                self._inflight = 0
-            fut = self._futures[c] = submit(fast, rows)
+        n_full = self._carry_rows // ir
+        c0 = self._carry_start // ir
+        if batch is not None:
+            # small chunks: one pool task a batch of >= AHEAD_BATCH_BYTES (one numpy shuffle, one
+            # zstandard call: few GIL hand-offs), each chunk's bytes taken from it by land()
+            if n_full * chunk < self.AHEAD_BATCH_BYTES:
+                return                          # not yet: the carry waits for more rows
+            m = self.array.meta
+            rows = _Rows(self._carry)
+            runs = [r.reshape(len(r) // ir, ir, *m.shape[1:]) for r in rows.runs(0, n_full * ir, ir)]
+            self._bound()
+            fut = submit(_encoded_chunks, batch, runs)
             fut.add_done_callback(self._note_error)
-            self._inflight += rows.nbytes
-        rest = data[n_full * ir:]
+            for k in range(n_full):
+                self._futures[c0 + k] = _AheadChunk(fut, k)
+            self._inflight += n_full * chunk
+            rest = rows.get(n_full * ir, len(rows))
+        else:
+            data = np.concatenate(self._carry, axis=0) if len(self._carry) > 1 else self._carry[0]
+            for k in range(n_full):
+                rows = data[k * ir:(k + 1) * ir]
+                self._bound()
+                fut = self._futures[c0 + k] = submit(fast, rows)
+                fut.add_done_callback(self._note_error)
+                self._inflight += rows.nbytes
+            rest = data[n_full * ir:]
         self._carry = [rest] if len(rest) else []
         self._carry_rows = len(rest)
         self._carry_start += n_full * ir

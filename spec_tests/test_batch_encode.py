@@ -113,6 +113,7 @@ def test_landing_through_the_batch_encoder_writes_the_per_chunk_store(tmp_path_f
     monkeypatch.setattr(ShardedAppender, "BATCH_MIN", 1)              # every landing of a shard
     # small chunks encoded ahead in batches (threads >= 2) of this many bytes, the queue bounded so
     monkeypatch.setattr(ShardedAppender, "AHEAD_BATCH_BYTES", data.draw(st.sampled_from([0, 64, 1 << 20])))
+    monkeypatch.setattr(ShardedAppender, "AHEAD_GAP", 0.0)        # whatever the time between appends
     monkeypatch.setattr(ShardedAppender, "AHEAD_BYTES", data.draw(st.sampled_from([0, 64, 1 << 20])))
     monkeypatch.setattr("mrec.zarr.parallel.MIN_PARALLEL_BYTES", 0)  # on several threads when asked
     used = []
@@ -279,6 +280,7 @@ def test_a_batch_encode_failing_on_a_worker_leaves_the_store_at_its_last_commit(
             return getattr(self.c, name)
     monkeypatch.setattr(ZstdCodec, "_compressor", lambda self: Failing(real(self)))
     monkeypatch.setattr(ShardedAppender, "AHEAD_BATCH_BYTES", 96 * 1024)      # four 24 KB chunks a batch
+    monkeypatch.setattr(ShardedAppender, "AHEAD_GAP", 0.0)        # whatever the time between appends
     path = tmp_path / "f.mrec"
     s = mrec.SequenceSchema()
     s.declare_block("atoms", rows=3000)
@@ -398,3 +400,26 @@ def test_append_many_lands_what_appending_each_piece_lands(tmp_path_factory, siz
         arr.write_metadata()
         trees.append(_tree(path))
     assert trees[0] == trees[1]
+
+
+def test_small_chunks_go_ahead_only_when_the_producer_leaves_time_or_not_in_a_run(tmp_path, monkeypatch):
+    """Small inner chunks are batched to the pool only when the appender's previous append was at least
+    AHEAD_GAP ago (a producer calling append between MD steps), and not after a run of frames appended
+    at once (extend: its landing follows); the landing encodes whatever was not sent ahead, the same bytes."""
+    monkeypatch.setenv("MREC_THREADS", "2")
+    monkeypatch.setattr(ShardedAppender, "AHEAD_BATCH_BYTES", 128)
+    store = DirectoryStore(str(tmp_path))
+    arr = Array.create(store, "x", ArrayMetadata.create((0,), DATA_TYPES["float64"], (64,), _sharded(8)))
+    got = []
+    for gap, pieces in ((3600.0, [16, 16, 16]), (0.0, [16, 16, 16]), (0.0, [64, 16, 16])):
+        monkeypatch.setattr(ShardedAppender, "AHEAD_GAP", gap)
+        ap = ShardedAppender(arr, ahead=True)
+        start = ap.total_rows
+        for n in pieces:
+            ap.append(np.arange(float(start), float(start + n)))
+            start += n
+        got.append(sorted(ap._futures))
+        ap.land()
+        arr.write_metadata()
+    assert got == [[], [0 + 6, 1 + 6, 2 + 6, 3 + 6, 4 + 6, 5 + 6], []]
+    assert Array.open(store, "x").read().tobytes() == np.arange(float(48 + 48 + 96)).tobytes()

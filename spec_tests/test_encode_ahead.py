@@ -182,6 +182,7 @@ def test_small_chunks_are_encoded_at_the_landing(tmp_path, monkeypatch):
     assert not ap._futures
     ap.land()
     monkeypatch.setattr(ShardedAppender, "AHEAD_BATCH_BYTES", 128)
+    monkeypatch.setattr(ShardedAppender, "AHEAD_GAP", 0.0)        # whatever the time between appends
     ap = ShardedAppender(arr, ahead=True)
     ap.append(np.arange(20.0))                         # 2 complete chunks (128 bytes): one batch
     ap.append(np.arange(20.0, 40.0))                   # the carried half chunk + 20 rows: 3 chunks, a second batch

@@ -14,6 +14,7 @@ import bisect
 import json
 import math
 import posixpath
+import time
 
 import numpy as np
 
@@ -972,6 +973,11 @@ class ShardedAppender:
     #: MD step between appends: mean blocking 0.15 ms at 96 KiB, 0.13 at 256 KiB, 0.18 at 512 KiB
     #: (the landing's rest grows), 0.24 without (docs/performance.md, stop 14)
     AHEAD_BATCH_BYTES = 256 * 1024
+    #: ... and only when this appender's previous append was at least this long ago (seconds): a
+    #: producer that calls append between MD steps.  Back to back (3000-atom frames, no step) the
+    #: batches made the whole write ~20 % slower on two cores (GIL hand-offs); with a 1 ms step they
+    #: nearly halve the time append blocks
+    AHEAD_GAP = 250e-6
     #: a landing of at least this many inner chunks of a shard is encoded by the batch encoder
     #: (``pipeline.batch_encoder``: one zstandard call per part, which costs a context of its own)
     BATCH_MIN = 8
@@ -1019,6 +1025,7 @@ class ShardedAppender:
         self._carry_start = 0                        # global row where the carry begins (inner-chunk aligned)
         self.ahead_error: BaseException | None = None   # the first encode that failed on a worker
         self._ahead_mode: tuple | None = None        # (chunk encoder, batch encoder, chunk bytes), made once
+        self._ahead_seen = time.perf_counter()       # the last append that completed a chunk (or the start)
         self._reset_carry()
 
     def _batch_encoder(self, where: str):
@@ -1092,6 +1099,7 @@ class ShardedAppender:
         """After a landing (or at the start): the carry is the partial tail chunk, if any."""
         self._futures.clear()
         self._inflight = 0
+        self._ahead_hold = False
         self._carry = [self.tail] if self.tail is not None else []
         self._carry_rows = len(self.tail) if self.tail is not None else 0
         self._carry_start = self.rows - self._carry_rows
@@ -1136,8 +1144,17 @@ class ShardedAppender:
         if batch is not None:
             # small chunks: one pool task a batch of >= AHEAD_BATCH_BYTES (one numpy shuffle, one
             # zstandard call: few GIL hand-offs), each chunk's bytes taken from it by land()
-            if n_full * chunk < self.AHEAD_BATCH_BYTES:
-                return                          # not yet: the carry waits for more rows
+            if len(arr) >= self.BATCH_MIN * ir:
+                # a run of frames at once (extend): its landing follows, where the calling thread
+                # encodes beside the pool instead of waiting for it; nothing more ahead until then
+                self._ahead_hold = True
+            now = time.perf_counter()
+            gap, self._ahead_seen = now - self._ahead_seen, now
+            if self._ahead_hold or n_full * chunk < self.AHEAD_BATCH_BYTES or gap < self.AHEAD_GAP:
+                # not yet: the carry waits for more rows, or for a producer that leaves the writer
+                # time between appends (back to back, a worker would only fight the producer for
+                # the GIL and the landing would wait for it)
+                return
             m = self.array.meta
             rows = _Rows(self._carry)
             runs = [r.reshape(len(r) // ir, ir, *m.shape[1:]) for r in rows.runs(0, n_full * ir, ir)]

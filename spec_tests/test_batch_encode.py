@@ -19,8 +19,9 @@ from mrec.zarr.metadata import ArrayMetadata
 from mrec.zarr.pipeline import CodecPipeline, batch_encoder
 from mrec.zarr.store import DirectoryStore
 
-from test_encode_ahead import _tree  # noqa: E402  (spec_tests is on sys.path)
+from test_encode_ahead import _land_all, _tree  # noqa: E402  (spec_tests is on sys.path)
 from test_parallel_read import VARIANTS, _sharded  # noqa: E402
+from test_traj_crash import _check_ahead  # noqa: E402
 
 DTYPES = {"float64": "<f8", "int32": "<i4", "uint8": "u1", "complex128": "<c16", "int16": "<i2", "uint64": "<u8"}
 
@@ -74,27 +75,6 @@ def test_batch_encoder_declines_other_pipelines(codecs):
     assert batch_encoder(p, ChunkSpec((4,), DATA_TYPES["float64"], 0, "x")) is None
 
 
-def _land_all(path, batches, lands, inner, per_shard, codecs, reopen_at=None):
-    store = DirectoryStore(str(path))
-    trailing = batches[0].shape[1:]
-    arr = Array.create(store, "x", ArrayMetadata.create((0, *trailing), DATA_TYPES["float64"],
-                                                        (inner * per_shard, *trailing), _sharded(inner, trailing, codecs)))
-    ap = ShardedAppender(arr, ahead=True)
-    for k, b in enumerate(batches):
-        ap.append(b)
-        if k in lands:
-            ap.land()
-            arr.write_metadata()
-        if reopen_at == k:
-            ap.land()
-            arr.write_metadata()
-            arr = Array.open(store, "x")
-            ap = ShardedAppender(arr, ahead=True)
-    ap.land()
-    arr.write_metadata()
-    return arr
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(inner=st.integers(1, 7), per_shard=st.integers(1, 12), sizes=st.lists(st.integers(0, 40), min_size=1, max_size=20),
        width=st.sampled_from([(), (3,)]), data=st.data(), threads=st.sampled_from(["1", "2", "3"]),
@@ -108,7 +88,7 @@ def test_landing_through_the_batch_encoder_writes_the_per_chunk_store(tmp_path_f
     a, b = tmp_path_factory.mktemp("per-chunk"), tmp_path_factory.mktemp("batch")
     monkeypatch.setenv("MREC_THREADS", "1")
     monkeypatch.setattr(ShardedAppender, "BATCH_MIN", 10**9)          # never: the per-chunk encoder
-    _land_all(a, batches, lands, inner, per_shard, VARIANTS[codecs], reopen)
+    _land_all(a, batches, lands, inner, per_shard, VARIANTS[codecs], True, reopen)
     monkeypatch.setenv("MREC_THREADS", threads)
     monkeypatch.setattr(ShardedAppender, "BATCH_MIN", 1)              # every landing of a shard
     # small chunks encoded ahead in batches (threads >= 2) of this many bytes, the queue bounded so
@@ -119,7 +99,7 @@ def test_landing_through_the_batch_encoder_writes_the_per_chunk_store(tmp_path_f
     used = []
     real = ShardedAppender._batch_encoder
     monkeypatch.setattr(ShardedAppender, "_batch_encoder", lambda self, where: used.append(1) or real(self, where))
-    arr = _land_all(b, batches, lands, inner, per_shard, VARIANTS[codecs], reopen)
+    arr = _land_all(b, batches, lands, inner, per_shard, VARIANTS[codecs], True, reopen)
     assert _tree(a) == _tree(b)
     assert used or not sum(sizes)
     want = np.concatenate(batches) if sum(sizes) else np.zeros((0, *width))
@@ -218,14 +198,7 @@ def test_sigkill_while_batch_encodes_are_in_flight(tmp_path, pipeline):
         for ln in out.split("\n"):
             if ln.startswith("flushed "):
                 flushed, batches = max(flushed, int(ln.split()[1])), max(batches, int(ln.split()[2]))
-        r = mrec.TrajectoryReader(path)
-        n = len(r)
-        assert n >= flushed, (n, flushed)
-        if n:
-            xs, ys = r.column("atoms", "x"), r.column("atoms", "y")
-            for i in range(n):
-                x, y = _expected(i)
-                assert xs[i].tobytes() == x.tobytes() and ys[i].tobytes() == y.tobytes(), i
+        n = _check_ahead(path, flushed, _expected)
         most = max(most, n)
         with mrec.TrajectoryWriter.open(path, durable=False, pipeline=pipeline) as w:
             for i in range(n, n + 20):

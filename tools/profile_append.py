@@ -48,35 +48,28 @@ STAGES = [  # (owner, attribute, label): timed by wrapping the attribute
 ]
 
 
+def _timed(fn, label: str, acc: dict):
+    """``fn`` adding its wall and thread CPU time to ``acc[label]``."""
+    def timed(*a, **k):
+        w, c = time.perf_counter(), time.thread_time()
+        try:
+            return fn(*a, **k)
+        finally:
+            tw, tc = acc.get(label, (0.0, 0.0))
+            acc[label] = (tw + time.perf_counter() - w, tc + time.thread_time() - c)
+    return timed
+
+
 def _wrap(owner, name: str, label: str, acc: dict) -> None:
     if owner is None:               # the batch encoders the appenders make (pipeline.batch_encoder)
         make = zarr_array.batch_encoder
 
         def made(*a, **k):
             enc = make(*a, **k)
-            if enc is None:
-                return None
-
-            def timed_enc(*x, **y):
-                w, c = time.perf_counter(), time.thread_time()
-                try:
-                    return enc(*x, **y)
-                finally:
-                    tw, tc = acc.get(label, (0.0, 0.0))
-                    acc[label] = (tw + time.perf_counter() - w, tc + time.thread_time() - c)
-            return timed_enc
+            return None if enc is None else _timed(enc, label, acc)
         zarr_array.batch_encoder = made
         return
-    real = getattr(owner, name)
-
-    def timed(*a, **k):
-        w, c = time.perf_counter(), time.thread_time()
-        try:
-            return real(*a, **k)
-        finally:
-            tw, tc = acc.get(label, (0.0, 0.0))
-            acc[label] = (tw + time.perf_counter() - w, tc + time.thread_time() - c)
-    setattr(owner, name, timed)
+    setattr(owner, name, _timed(getattr(owner, name), label, acc))
 
 
 def main(argv=None) -> None:

@@ -125,9 +125,9 @@ def test_row_pieces_read_as_their_concatenation(sizes, k, data):
 
 
 WRITER = r"""
-import sys, numpy as np, mrec
+import sys, time, numpy as np, mrec
 from mrec.zarr.array import ShardedAppender
-path, pipeline = sys.argv[1], sys.argv[2] == "1"
+path, pipeline, step = sys.argv[1], sys.argv[2] == "1", float(sys.argv[3])
 N = 3000
 calls = [0]
 real = ShardedAppender._batch_encoder
@@ -151,6 +151,8 @@ w = mrec.TrajectoryWriter.create(path, s, flush_every=16, durable=False, pipelin
 print("ready", flush=True)
 i = 0
 while True:
+    if step:
+        time.sleep(step)            # an MD step: small chunks then go ahead to the pool in batches
     w.append(frame(i))
     i += 1
     if i % 40 == 0:
@@ -167,12 +169,13 @@ def _expected(i):
     return round_to_precision(x, 1e-3), round_to_precision(y, 1e-2)
 
 
-@pytest.mark.parametrize("pipeline", [False, True])
-def test_sigkill_while_batch_encodes_are_in_flight(tmp_path, pipeline):
+@pytest.mark.parametrize("pipeline,step", [(False, 0.0), (False, 0.0005), (True, 0.0)])
+def test_sigkill_while_batch_encodes_are_in_flight(tmp_path, pipeline, step):
     """Writers whose every landing goes through the batch encoder on two threads (16 inner chunks of
-    24 KB a commit, MREC_THREADS=2; with pipeline=True on the committer thread), killed at random
-    moments (most of a writer's time is spent encoding): each store holds a bit-identical prefix of
-    at least the frames reported flushed, and reopens and continues."""
+    24 KB a commit, MREC_THREADS=2; with pipeline=True on the committer thread; with a 0.5 ms step
+    between appends, batches of small chunks encoded ahead on the pool), killed at random moments
+    (most of a writer's time is spent encoding): each store holds a bit-identical prefix of at least
+    the frames reported flushed, and reopens and continues."""
     import signal
     import subprocess
     import sys
@@ -184,7 +187,7 @@ def test_sigkill_while_batch_encodes_are_in_flight(tmp_path, pipeline):
     most = batches = 0
     for trial in range(8):
         path = str(tmp_path / f"b{trial}.mrec")
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, path, "1" if pipeline else "0"],
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, path, "1" if pipeline else "0", str(step)],
                                 stdout=subprocess.PIPE, text=True, env=env)
         assert proc.stdout.readline().startswith("ready")
         flushed = 0

@@ -249,8 +249,7 @@ class Committing:
             plan = self._plan_commit()
             for w in plan[0]:
                 if w.held:          # a pipelined writer's flush / close: the rows since its last queued commit
-                    for r in w.held:
-                        w.appender.append(r)
+                    w.appender.append_many(w.held)
                     w.held = []
         order, groups, marker, nframes = plan
         data_keys = self._land(order)

@@ -170,18 +170,34 @@ def test_a_failed_encode_on_a_worker_poisons_the_writer_at_its_next_call(tmp_pat
 
 
 def test_small_chunks_are_encoded_at_the_landing(tmp_path, monkeypatch):
-    """Below AHEAD_MIN_BYTES an inner chunk is not handed off (it cost more than it gave)."""
+    """Below AHEAD_MIN_BYTES an inner chunk is not handed off alone (it cost more than it gave): small
+    chunks go to the pool only as batches of >= AHEAD_BATCH_BYTES (one task a batch, the batch encoder),
+    and are encoded at the landing until that many are complete; with one thread nothing is ahead."""
+    from mrec.zarr.array import _AheadChunk
     monkeypatch.setenv("MREC_THREADS", "2")
     store = DirectoryStore(str(tmp_path))
     arr = Array.create(store, "x", ArrayMetadata.create((0,), DATA_TYPES["float64"], (64,), _sharded(8)))
     ap = ShardedAppender(arr, ahead=True)
-    ap.append(np.arange(40.0))
-    assert not ap._futures and not ap._ahead_on        # decided once per appender
+    ap.append(np.arange(40.0))                         # 5 chunks of 64 bytes: below a batch
+    assert not ap._futures
+    ap.land()
+    monkeypatch.setattr(ShardedAppender, "AHEAD_BATCH_BYTES", 128)
+    monkeypatch.setattr(ShardedAppender, "AHEAD_GAP", 0.0)        # whatever the time between appends
+    ap = ShardedAppender(arr, ahead=True)
+    ap.append(np.arange(20.0))                         # 2 complete chunks (128 bytes): one batch
+    ap.append(np.arange(20.0, 40.0))                   # the carried half chunk + 20 rows: 3 chunks, a second batch
+    assert sorted(ap._futures) == [5, 6, 7, 8, 9] and all(type(f) is _AheadChunk for f in ap._futures.values())
+    assert len({f.future for f in ap._futures.values()}) == 2
     ap.land()
     monkeypatch.setattr(ShardedAppender, "AHEAD_MIN_BYTES", 64)
     ap = ShardedAppender(arr, ahead=True)
     ap.append(np.arange(40.0))
-    assert ap._futures
+    assert ap._futures and not any(type(f) is _AheadChunk for f in ap._futures.values())    # one task a chunk
+    ap.land()
+    monkeypatch.setenv("MREC_THREADS", "1")
+    ap = ShardedAppender(arr, ahead=True)
+    ap.append(np.arange(40.0))
+    assert not ap._futures and not ap._ahead_on        # decided once per appender
     ap.land()
     arr.write_metadata()
-    assert Array.open(store, "x").read().tobytes() == np.tile(np.arange(40.0), 2).tobytes()
+    assert Array.open(store, "x").read().tobytes() == np.tile(np.arange(40.0), 4).tobytes()

@@ -151,14 +151,17 @@ def _expected_ahead(i):
     return np.rint(x / qx) * qx, np.rint(y / qy) * qy
 
 
-def _check_ahead(path, at_least):
+def _check_ahead(path, at_least, expected=None):
+    """The frame count of the store at ``path`` (>= at_least), each frame's x and y bit for bit
+    ``expected(i)`` (default: this file's writer of 13000-atom frames)."""
+    expected = expected or _expected_ahead
     r = mrec.TrajectoryReader(path)
     n = len(r)
     assert n >= at_least, (n, at_least)
     if n:
         xs, ys = r.column("atoms", "x"), r.column("atoms", "y")
         for i in range(n):
-            x, y = _expected_ahead(i)
+            x, y = expected(i)
             assert xs[i].tobytes() == x.tobytes() and ys[i].tobytes() == y.tobytes(), i
     return n
 

@@ -7,8 +7,9 @@ Writes the bench's synthetic workload (``tools/bench.py``: a random walk, ``x y 
 p = 1e-3) with ``append`` one frame at a time (``durable=False``, the automatic flush every K
 frames as in the bench) and times, in the same process, the writer's stages: planning
 (``_plan_run``: validation, rounding, change detection), buffering (``_apply_run``), and the
-commit (``_commit``) with its parts — ``ShardedAppender.land`` (concatenation of the buffered
-rows, encoding, ``pwrite``), the encoding alone (``encode_all``), the arrays' ``zarr.json``
+commit (``_commit``) with its parts — ``ShardedAppender.land`` (encoding, ``pwrite``), the
+encoding alone (``encode_all`` chunk by chunk, the batch encoder's calls in the calling thread:
+``pipeline.batch_encoder``; ahead on the pool is not counted), the arrays' ``zarr.json``
 publishes and every atomic replace (``DirectoryStore.set``).  Each stage is given as wall time
 and as this thread's CPU time: on a loaded machine the CPU column is the stable one, and wall
 minus CPU is waiting (the file system, or the other core).  The codec ceiling (round + shuffle +
@@ -39,24 +40,36 @@ STAGES = [  # (owner, attribute, label): timed by wrapping the attribute
     (mrec.TrajectoryWriter, "_plan_run", "plan (validate, round, change-detect)"),
     (mrec.TrajectoryWriter, "_apply_run", "buffer (apply the plan, append rows)"),
     (mrec.TrajectoryWriter, "_commit", "commit (automatic flushes), of which"),
-    (zarr_array.ShardedAppender, "land", "  land: concat, encode, pwrite"),
+    (zarr_array.ShardedAppender, "land", "  land: encode, pwrite"),
     (zarr_array, "encode_all", "    encode (shuffle, zstd, crc32c)"),
+    (None, "batch", "    batch encode (shuffle, zstd, crc32c)"),
     (trajectory_land._Writer, "publish", "  publish each array's zarr.json"),
     (zarr_store.DirectoryStore, "set", "  atomic replaces (zarr.json)"),
 ]
 
 
-def _wrap(owner, name: str, label: str, acc: dict) -> None:
-    real = getattr(owner, name)
-
+def _timed(fn, label: str, acc: dict):
+    """``fn`` adding its wall and thread CPU time to ``acc[label]``."""
     def timed(*a, **k):
         w, c = time.perf_counter(), time.thread_time()
         try:
-            return real(*a, **k)
+            return fn(*a, **k)
         finally:
             tw, tc = acc.get(label, (0.0, 0.0))
             acc[label] = (tw + time.perf_counter() - w, tc + time.thread_time() - c)
-    setattr(owner, name, timed)
+    return timed
+
+
+def _wrap(owner, name: str, label: str, acc: dict) -> None:
+    if owner is None:               # the batch encoders the appenders make (pipeline.batch_encoder)
+        make = zarr_array.batch_encoder
+
+        def made(*a, **k):
+            enc = make(*a, **k)
+            return None if enc is None else _timed(enc, label, acc)
+        zarr_array.batch_encoder = made
+        return
+    setattr(owner, name, _timed(getattr(owner, name), label, acc))
 
 
 def main(argv=None) -> None:

@@ -31,6 +31,7 @@ import posixpath
 from ..errors import WriteError
 from ..zarr.array import meta_key, write_group
 from ..zarr.metadata import GroupMetadata, json_dumps
+from ..zarr.parallel import one_thread
 from .frame_group import VALIDITY
 from .trajectory_land import _Writer
 from .trajectory_read import TRAJ
@@ -162,11 +163,14 @@ class Committing:
         """(On the committer thread.)  One queued commit; nothing once the writer has failed."""
         if self.failed is not None:
             return
+        # encode on this thread alone while it keeps up (the producer's core stays free); on the
+        # pool too when another commit already waits behind this one
+        behind = sum(1 for fut, _n in list(self._queue) if not fut.done()) > 1
         try:
             for w, rows in moves:
-                for r in rows:
-                    w.appender.append(r)
-            self._land_and_publish(durable, plan)
+                w.appender.append_many(rows)
+            with one_thread(not behind):
+                self._land_and_publish(durable, plan)
         except BaseException as exc:
             if self.failed is None:
                 self._fail(exc)
@@ -245,8 +249,7 @@ class Committing:
             plan = self._plan_commit()
             for w in plan[0]:
                 if w.held:          # a pipelined writer's flush / close: the rows since its last queued commit
-                    for r in w.held:
-                        w.appender.append(r)
+                    w.appender.append_many(w.held)
                     w.held = []
         order, groups, marker, nframes = plan
         data_keys = self._land(order)

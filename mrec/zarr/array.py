@@ -10,9 +10,11 @@ start of the shard) rewritten in place — O(chunk + index) bytes per landing.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import posixpath
+import time
 
 import numpy as np
 
@@ -21,7 +23,8 @@ from .codecs.base import ChunkSpec
 from . import shardscan
 from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
-from .parallel import concurrent, decode_all, decode_parts, encode_all
+from .parallel import batch_threads, concurrent, decode_all, decode_parts, encode_all
+from .pipeline import batch_encoder
 
 
 _EMPTY = int(EMPTY)
@@ -54,6 +57,78 @@ def write_group(store, path: str, attributes: dict | None = None, *, fsync: bool
     meta = GroupMetadata(dict(attributes or {}), dict(extra or {}))
     store.set(meta_key(path), json_dumps(meta.to_json()), fsync=fsync)
     return meta
+
+
+def _encoded_chunks(batch, runs) -> list:
+    """(On a pool worker.)  The encoded bytes of each chunk of ``runs`` (a batch encoded ahead)."""
+    sizes, pieces = batch(runs, 1)
+    return [bytes(pieces[2 * i]) + pieces[2 * i + 1] for i in range(len(sizes))]
+
+
+class _AheadChunk:
+    """One chunk of a batch encoded ahead: ``result()`` is its bytes (or raises the batch's error)."""
+
+    __slots__ = ("future", "k")
+
+    def __init__(self, future, k: int):
+        self.future, self.k = future, k
+
+    def result(self):
+        return self.future.result()[self.k]
+
+
+class _Rows:
+    """Consecutive pieces of rows (a landing's tail and buffered appends) read as one array of rows
+    without joining them all: a range inside one piece is a view of it, one across pieces a join of
+    just that range."""
+
+    __slots__ = ("parts", "starts")
+
+    def __init__(self, parts: list):
+        self.parts = parts
+        starts = [0]
+        for p in parts:
+            starts.append(starts[-1] + len(p))
+        self.starts = starts
+
+    def __len__(self) -> int:
+        return self.starts[-1]
+
+    def _at(self, row: int) -> int:
+        """The piece holding ``row``."""
+        return bisect.bisect_right(self.starts, row) - 1
+
+    def get(self, lo: int, hi: int) -> np.ndarray:
+        """Rows ``lo:hi`` (0 <= lo <= hi <= len)."""
+        if lo >= hi:
+            return self.parts[0][:0]
+        i = self._at(lo)
+        st = self.starts
+        if hi <= st[i + 1]:
+            return self.parts[i][lo - st[i]:hi - st[i]]
+        pieces = []
+        while lo < hi:
+            e = min(hi, st[i + 1])
+            pieces.append(self.parts[i][lo - st[i]:e - st[i]])
+            lo, i = e, i + 1
+        return np.concatenate(pieces, axis=0)
+
+    def runs(self, lo: int, hi: int, k: int) -> list:
+        """Rows ``lo:hi`` (a multiple of ``k`` rows) as consecutive arrays of whole multiples of ``k``
+        rows: views of the pieces where ``k``-row blocks lie in one piece, a join of the block's rows
+        where one spans pieces."""
+        out = []
+        st = self.starts
+        while lo < hi:
+            i = self._at(lo)
+            n = (min(hi, st[i + 1]) - lo) // k * k
+            if n:
+                out.append(self.parts[i][lo - st[i]:lo - st[i] + n])
+            else:
+                n = k
+                out.append(self.get(lo, lo + k))
+            lo += n
+        return out
 
 
 def _as_rows(data: np.ndarray, meta: ArrayMetadata) -> np.ndarray:
@@ -1026,6 +1101,20 @@ class ShardedAppender:
     #: per small chunk cost more than the second core gave (3000-atom frames: append blocked 1.8-2x
     #: longer; 50k-atom frames: 0.90-0.98x, docs/performance.md "Issue 16")
     AHEAD_MIN_BYTES = 96 * 1024
+    #: smaller inner chunks are encoded ahead by the batch encoder, a pool task for every run of
+    #: complete chunks holding at least this many bytes (one numpy shuffle and one zstandard call a
+    #: task, so the GIL changes hands a few times a task, not per chunk).  3000-atom frames, 1 ms
+    #: MD step between appends: mean blocking 0.15 ms at 96 KiB, 0.13 at 256 KiB, 0.18 at 512 KiB
+    #: (the landing's rest grows), 0.24 without (docs/performance.md, stop 14)
+    AHEAD_BATCH_BYTES = 256 * 1024
+    #: ... and only when this appender's previous append was at least this long ago (seconds): a
+    #: producer that calls append between MD steps.  Back to back (3000-atom frames, no step) the
+    #: batches made the whole write ~20 % slower on two cores (GIL hand-offs); with a 1 ms step they
+    #: nearly halve the time append blocks
+    AHEAD_GAP = 250e-6
+    #: a landing of at least this many inner chunks of a shard is encoded by the batch encoder
+    #: (``pipeline.batch_encoder``: one zstandard call per part, which costs a context of its own)
+    BATCH_MIN = 8
 
     def __init__(self, array: Array, rows: int | None = None, *, ahead: bool = False):
         sh = array.sharding
@@ -1058,6 +1147,7 @@ class ShardedAppender:
             self.tail = array.read(slice(self.rows - part, self.rows))
         self.bytes_written = 0
         self._fast: tuple | None = None
+        self._batch = False                          # the batch encoder (None: not applicable), made once
         # encode ahead (``ahead=True`` and more than one thread): every complete inner chunk of the
         # buffered rows is handed to the pool as soon as append() completes it; land() writes the
         # bytes it encoded (the same bytes, in the same order: only the time of the encode moves)
@@ -1068,7 +1158,17 @@ class ShardedAppender:
         self._carry_rows = 0
         self._carry_start = 0                        # global row where the carry begins (inner-chunk aligned)
         self.ahead_error: BaseException | None = None   # the first encode that failed on a worker
+        self._ahead_mode: tuple | None = None        # (chunk encoder, batch encoder, chunk bytes), made once
+        self._ahead_seen = time.perf_counter()       # the last append that completed a chunk (or the start)
         self._reset_carry()
+
+    def _batch_encoder(self, where: str):
+        """The pipeline's batch encoder of this array's inner chunks (``pipeline.batch_encoder``) or
+        None, made once."""
+        if self._batch is False:
+            m, sh = self.array.meta, self.sharding
+            self._batch = batch_encoder(sh.codecs, ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value, where))
+        return self._batch
 
     def _encoder(self, where: str):
         """The pipeline's resolved encoder of this array's inner chunks (or None), made once."""
@@ -1092,6 +1192,26 @@ class ShardedAppender:
             if self._ahead_on:
                 self._encode_ahead(arr)
 
+    def append_many(self, pieces: list) -> None:
+        """``for p in pieces: self.append(p)`` in one call: numpy arrays of exactly the array's dtype
+        and trailing shape are buffered as they are, with one check each (a pipelined writer's
+        committer hands over a commit's rows this way: little Python holding the GIL); anything else
+        goes through :meth:`append`."""
+        m = self.array.meta
+        dt, nd, trailing = m.data_type.numpy, m.ndim, m.shape[1:]
+        if self._ahead_on and not self._futures:
+            # the caller lands right after (a committer): nothing to gain from encoding ahead
+            self._ahead_on = False
+            self._carry, self._carry_rows = [], 0
+        if self._ahead_on or m.data_type.is_string or not all(
+                type(a) is np.ndarray and a.dtype == dt and a.ndim == nd and a.shape[1:] == trailing for a in pieces):
+            for a in pieces:
+                self.append(a)
+            return
+        pieces = [a for a in pieces if len(a)]
+        self.pending.extend(pieces)
+        self.pending_rows += sum(len(a) for a in pieces)
+
     # -- encode ahead -------------------------------------------------------------------------
     def _ahead_encoder(self):
         """The resolved encoder when encoding ahead applies (one inner chunk spans every trailing
@@ -1113,9 +1233,27 @@ class ShardedAppender:
         """After a landing (or at the start): the carry is the partial tail chunk, if any."""
         self._futures.clear()
         self._inflight = 0
+        self._ahead_hold = False
         self._carry = [self.tail] if self.tail is not None else []
         self._carry_rows = len(self.tail) if self.tail is not None else 0
         self._carry_start = self.rows - self._carry_rows
+
+    def _ahead_batch(self):
+        """The batch encoder when inner chunks too small to hand over one by one are encoded ahead in
+        batches (one chunk spans every trailing axis, more than one thread), else None."""
+        from .parallel import threads
+        m, sh = self.array.meta, self.sharding
+        if threads() < 2 or tuple(sh.chunk_shape[1:]) != tuple(m.shape[1:]) or any(g != 1 for g in self.grid[1:]):
+            return None
+        return self._batch_encoder(self.array.store.describe(self.array.chunk_key((0,) * m.ndim)))
+
+    def _bound(self) -> None:
+        """A bounded queue: past AHEAD_BYTES in flight, wait for what is in flight (an error is
+        raised by land(), in order)."""
+        if self._inflight > self.AHEAD_BYTES:
+            from concurrent.futures import wait
+            wait({getattr(f, "future", f) for f in self._futures.values()})
+            self._inflight = 0
 
     def _encode_ahead(self, arr: np.ndarray) -> None:
         self._carry.append(arr)
@@ -1123,26 +1261,53 @@ class ShardedAppender:
         ir = self.inner_rows
         if self._carry_rows < ir:
             return
-        fast = self._ahead_encoder()
-        if fast is None:
+        mode = self._ahead_mode
+        if mode is None:                        # decided once per appender, at its first complete chunk
+            fast = self._ahead_encoder()
+            batch = self._ahead_batch() if fast is None else None
+            m = self.array.meta
+            mode = self._ahead_mode = (fast, batch, ir * math.prod(m.shape[1:]) * m.data_type.numpy.itemsize)
+        fast, batch, chunk = mode
+        if fast is None and batch is None:
             self._ahead_on = False              # this array encodes at the landing, as ever
             self._carry, self._carry_rows = [], 0
             return
         from .parallel import submit
-        data = np.concatenate(self._carry, axis=0) if len(self._carry) > 1 else self._carry[0]
-        n_full = len(data) // ir
-        for k in range(n_full):
-            rows = data[k * ir:(k + 1) * ir]
-            c = (self._carry_start // ir) + k
-            if self._inflight > self.AHEAD_BYTES:
-                # a bounded queue: wait for what is in flight (an error is raised by land(), in order)
-                from concurrent.futures import wait
-                wait(list(self._futures.values()))
-                self._inflight = 0
-            fut = self._futures[c] = submit(fast, rows)
+        n_full = self._carry_rows // ir
+        c0 = self._carry_start // ir
+        if batch is not None:
+            # small chunks: one pool task a batch of >= AHEAD_BATCH_BYTES (one numpy shuffle, one
+            # zstandard call: few GIL hand-offs), each chunk's bytes taken from it by land()
+            if len(arr) >= self.BATCH_MIN * ir:
+                # a run of frames at once (extend): its landing follows, where the calling thread
+                # encodes beside the pool instead of waiting for it; nothing more ahead until then
+                self._ahead_hold = True
+            now = time.perf_counter()
+            gap, self._ahead_seen = now - self._ahead_seen, now
+            if self._ahead_hold or n_full * chunk < self.AHEAD_BATCH_BYTES or gap < self.AHEAD_GAP:
+                # not yet: the carry waits for more rows, or for a producer that leaves the writer
+                # time between appends (back to back, a worker would only fight the producer for
+                # the GIL and the landing would wait for it)
+                return
+            m = self.array.meta
+            rows = _Rows(self._carry)
+            runs = [r.reshape(len(r) // ir, ir, *m.shape[1:]) for r in rows.runs(0, n_full * ir, ir)]
+            self._bound()
+            fut = submit(_encoded_chunks, batch, runs)
             fut.add_done_callback(self._note_error)
-            self._inflight += rows.nbytes
-        rest = data[n_full * ir:]
+            for k in range(n_full):
+                self._futures[c0 + k] = _AheadChunk(fut, k)
+            self._inflight += n_full * chunk
+            rest = rows.get(n_full * ir, len(rows))
+        else:
+            data = np.concatenate(self._carry, axis=0) if len(self._carry) > 1 else self._carry[0]
+            for k in range(n_full):
+                rows = data[k * ir:(k + 1) * ir]
+                self._bound()
+                fut = self._futures[c0 + k] = submit(fast, rows)
+                fut.add_done_callback(self._note_error)
+                self._inflight += rows.nbytes
+            rest = data[n_full * ir:]
         self._carry = [rest] if len(rest) else []
         self._carry_rows = len(rest)
         self._carry_start += n_full * ir
@@ -1252,13 +1417,15 @@ class ShardedAppender:
             return []
         m = self.array.meta
         parts = ([self.tail] if self.tail is not None else []) + self.pending
-        data = np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
+        data = _Rows(parts)               # the rows from base on, never concatenated as a whole
         base = self.rows - (len(self.tail) if self.tail is not None else 0)
         end_row = base + len(data)
         touched: list[str] = []
         sh = self.sharding
         ir = self.inner_rows
         inner_trailing = sh.chunk_shape[1:]
+        # one inner chunk across the trailing axes: the rows are the chunk
+        whole_rows = tuple(inner_trailing) == tuple(m.shape[1:]) and all(g == 1 for g in self.grid[1:])
         for s in range(base // self.shard_rows, -(-end_row // self.shard_rows)):
             s_lo = s * self.shard_rows
             key = self.array.chunk_key((s,) + (0,) * (m.ndim - 1))
@@ -1270,11 +1437,26 @@ class ShardedAppender:
             start_pos = pos
             last_inner = -(-(min(end_row, s_lo + self.shard_rows) - s_lo) // ir)
             where = self.array.store.describe(key)
-            # one inner chunk across the trailing axes: the rows are the chunk
-            whole_rows = tuple(inner_trailing) == tuple(m.shape[1:]) and all(g == 1 for g in self.grid[1:])
-            for i0 in range(first_inner // ir, last_inner):
+            f0 = first_inner // ir
+            full_end = (min(end_row, s_lo + self.shard_rows) - s_lo) // ir      # chunks wholly below end_row
+            batch = self._batch_encoder(where) if whole_rows and not self._futures \
+                and last_inner - f0 >= self.BATCH_MIN else None
+            if batch is not None:
+                # few, long GIL-free calls for the whole shard's chunks (pipeline.batch_encoder), read
+                # from the buffered pieces as they are (a chunk spanning two pieces is joined alone)
+                runs = [r.reshape(len(r) // ir, ir, *m.shape[1:])
+                        for r in data.runs(s_lo + f0 * ir - base, s_lo + full_end * ir - base, ir)]
+                if full_end < last_inner:
+                    r0 = s_lo + full_end * ir
+                    runs.append(self._padded(data.get(r0 - base, end_row - base))[None])
+                coords = [(i0,) + (0,) * (m.ndim - 1) for i0 in range(f0, last_inner)]
+                items = [(c, None) for c in coords]
+                sizes, pieces = batch(runs, batch_threads((last_inner - f0) * ir * math.prod(m.shape[1:])
+                                                          * m.data_type.numpy.itemsize))
+                blobs = None
+            for i0 in range(f0, last_inner) if batch is None else ():
                 r0 = s_lo + i0 * ir
-                rows = data[r0 - base:min(r0 + ir, end_row) - base]
+                rows = data.get(r0 - base, min(r0 + ir, end_row) - base)
                 if len(rows) < ir:
                     rows = self._padded(rows)
                 if whole_rows:
@@ -1290,7 +1472,9 @@ class ShardedAppender:
 
             fast = self._encoder(where)
             futures = self._futures
-            if futures and whole_rows:
+            if batch is not None:
+                items_encoded = True
+            elif futures and whole_rows:
                 # chunks encoded ahead: their bytes (or the error their encode raised), the rest here
                 ahead = [futures.get(s_lo // ir + item[0][0]) if len(item[1]) == ir else None for item in items]
                 rest = [item for item, f in zip(items, ahead) if f is None]
@@ -1317,16 +1501,18 @@ class ShardedAppender:
 
             if not items_encoded:
                 blobs = encode_all(encode, items, sum(x[1].nbytes for x in items))
-            for (coord, _sub), blob in zip(items, blobs):
+            if blobs is not None:
+                sizes, pieces = [len(b) for b in blobs], blobs
+            for (coord, _sub), size in zip(items, sizes):
                 index.offsets[coord] = pos
-                index.nbytes[coord] = len(blob)
-                pos += len(blob)
+                index.nbytes[coord] = size
+                pos += size
             # entries past the new end are stale leftovers of an uncommitted tail
             stale_from = last_inner
             if stale_from < self.grid[0]:
                 index.offsets[stale_from:] = EMPTY
                 index.nbytes[stale_from:] = EMPTY
-            payload = b"".join(blobs)
+            payload = b"".join(pieces)
             store = self.array.store
             store.write_at(key, start_pos, payload)
             raw_index = sh.encode_index(index, store.describe(key))
@@ -1339,7 +1525,7 @@ class ShardedAppender:
             for old in [k for k in self.indexes if k < s]:
                 del self.indexes[old], self.ends[old]
         part = end_row % ir
-        self.tail = data[len(data) - part:].copy() if part else None
+        self.tail = np.array(data.get(len(data) - part, len(data))) if part else None
         self.rows = end_row
         self.pending, self.pending_rows = [], 0
         self.array.meta = m.with_shape((end_row, *m.shape[1:]))

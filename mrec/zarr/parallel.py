@@ -16,7 +16,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence, TypeVar
 
-__all__ = ["call_all", "concurrent", "decode_all", "decode_parts", "encode_all", "in_worker", "read_threads", "submit", "threads"]
+__all__ = ["batch_threads", "call_all", "concurrent", "decode_all", "decode_parts", "encode_all", "in_worker", "one_thread",
+           "read_threads", "submit", "threads"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -78,6 +79,34 @@ def encode_all(fn: Callable[[T], R], items: Sequence[T], nbytes: int) -> list[R]
     parts = [items[cut[i]:cut[i + 1]] for i in range(k)]
     done = call_all([lambda part=part: [fn(x) for x in part] for part in parts])
     return [r for part in done for r in part]
+
+
+def batch_threads(nbytes: int) -> int:
+    """How many threads a batch encode of ``nbytes`` input bytes uses (``pipeline.batch_encoder``):
+    :func:`threads`, or 1 below :data:`MIN_PARALLEL_BYTES` and inside a pool worker."""
+    n = threads()
+    if n == 1 or nbytes < MIN_PARALLEL_BYTES or _in_worker() or getattr(_local, "solo", False):
+        return 1
+    return min(n, MAX_WORKERS + 1)
+
+
+_local = threading.local()
+
+
+class one_thread:
+    """``with one_thread(on):`` batch encodes made by this thread use only this thread when ``on``
+    (:func:`batch_threads` is 1): a pipelined writer's committer keeping up with its producer leaves
+    the other cores to the producer (the simulation), and uses the pool only when commits queue up."""
+
+    def __init__(self, on: bool = True):
+        self.on, self.old = bool(on), False
+
+    def __enter__(self):
+        self.old = getattr(_local, "solo", False)
+        _local.solo = self.on
+
+    def __exit__(self, *exc):
+        _local.solo = self.old
 
 
 def decode_all(fn: Callable, items: Sequence[T], nbytes: int, n: int | None = None, *,

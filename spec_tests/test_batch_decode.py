@@ -295,3 +295,37 @@ def test_a_kept_range_reader_reads_the_bytes_and_survives_close(tmp_path):
     assert DirectoryStore(tmp_path, readonly=True).range_reader("a/k") is None
     store.close()
     assert read(190, 20) == bytes(range(190, 200))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_columns_read_together_are_the_columns_read_alone(tmp_path, threads):
+    """read_together (the columns of a block by one batch call): each column's rows as Array.read
+    returns them, for whole inner chunks of one shard; None for anything else (a range not on
+    chunk boundaries, columns of different pipelines, a damaged chunk: each array is then read
+    alone, which raises)."""
+    from mrec.zarr.array import read_together
+    path = tmp_path / "t.mrec"
+    _record(path, frames=200)
+    with mrec.TrajectoryReader(path) as r:
+        cols = [r.layout.blocks["atoms"].columns[c] for c in "xyz"]
+        ir = cols[0].sharding.chunk_shape[0]
+        for lo, hi in ((0, ir), (ir, 5 * ir), (0, 9 * ir)):
+            got = read_together(cols, lo, hi, threads)
+            assert got is not None and len(got) == 3
+            for a, g in zip(cols, got):
+                assert g.tobytes() == a.read(slice(lo, hi)).tobytes()
+        assert read_together(cols, 1, ir + 1, threads) is None
+        assert read_together(cols[:1], 0, ir, threads) is None
+        assert read_together(cols, 0, 200 * 100 + ir, threads) is None          # past the shape
+        key = cols[1].chunk_key((0,))
+        off, n = int(cols[1].shard_index(key).offsets[2]), int(cols[1].shard_index(key).nbytes[2])
+    shard = path / "trajectory" / "atoms" / "y" / "c" / "0"
+    raw = bytearray(shard.read_bytes())
+    raw[off + n // 2] ^= 0x08
+    shard.write_bytes(bytes(raw))
+    with mrec.TrajectoryReader(path) as r:
+        cols = [r.layout.blocks["atoms"].columns[c] for c in "xyz"]
+        assert read_together(cols, 0, 9 * ir, threads) is None
+        assert read_together(cols, 3 * ir, 9 * ir, threads) is not None      # chunk 2 not in the range
+        with pytest.raises(CorruptionError, match="inner chunk"):
+            list(r)

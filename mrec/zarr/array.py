@@ -1083,6 +1083,63 @@ class Array:
         return keys
 
 
+def read_together(arrays: list, start: int, stop: int, threads: int | None = None) -> list | None:
+    """``[a.read(slice(start, stop)) for a in arrays]`` decoded by ONE batch-decoder call (the columns
+    of a block: one hand-out of pieces to the threads instead of one per column), in the plain case
+    only: frame-aligned sharded columns of one geometry, dtype and inner pipeline; the rows whole
+    inner chunks of one shard; each shard index read as written (not rebuilt) with the chunks' entries
+    back to back; the bytes read whole, and every chunk decoding.  None otherwise (read each array:
+    the same values, and the errors a serial read raises).  The arrays are views of one
+    (arrays, rows, ...) array."""
+    if len(arrays) < 2 or stop <= start or start < 0:
+        return None
+    first = arrays[0]
+    geo = first._fast_geometry()
+    batch = first._resolved("_fast_batch", "batch_decoder") if geo is not None else None
+    if batch is None:
+        return None
+    srows, irows, tail, ibytes = geo
+    if start % irows or (stop - start) % irows or start // srows != (stop - 1) // srows:
+        return None
+    c0 = start // srows
+    a0 = (start - c0 * srows) // irows
+    n = (stop - start) // irows
+    m = first.meta
+    pieces = []
+    for arr in arrays:
+        if arr is not first and (arr._fast_geometry() != geo or arr.meta.data_type != m.data_type
+                                 or arr.sharding.codecs != first.sharding.codecs):
+            return None
+        if stop > arr.meta.shape[0]:
+            return None
+        key = arr.chunk_key((c0, *tail))
+        index = arr.shard_index(key)
+        if index is None or key in arr.unverified_indexes or getattr(index, "degraded", None) \
+                or index.offsets.size != index.offsets.shape[0]:
+            return None
+        offs = index.offsets.reshape(-1)[a0:a0 + n]
+        sizes = index.nbytes.reshape(-1)[a0:a0 + n]
+        if len(offs) != n or (offs == EMPTY).any() or (sizes < 5).any():
+            return None
+        offs, sizes = offs.astype(np.int64), sizes.astype(np.int64)
+        if n > 1 and (offs[1:] != offs[:-1] + sizes[:-1]).any():
+            return None                          # not back to back: the per-array path reads them
+        o0 = int(offs[0])
+        span = int(offs[-1] + sizes[-1]) - o0
+        if span > 16 * COALESCE_BYTES:
+            return None
+        raw = arr.store.get_range(key, o0, span)
+        if raw is None or len(raw) != span:
+            return None
+        mv = memoryview(raw)
+        pieces.extend(mv[o:o + k] for o, k in zip((offs - o0).tolist(), sizes.tolist()))
+    out = np.empty((len(arrays), stop - start, *m.shape[1:]), dtype=m.data_type.numpy)
+    dest = out.reshape(len(arrays) * n, -1)
+    if not batch(pieces, dest, decode_parts(len(pieces), len(pieces) * ibytes, threads)):
+        return None
+    return list(out)
+
+
 class ShardedAppender:
     """Append rows along axis 0 of an array whose codec is ``sharding_indexed`` (index at start).
 

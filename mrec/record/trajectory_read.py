@@ -603,6 +603,7 @@ class TrajectoryReader:
         self._times: np.ndarray | None = None
         self._trusted: bool | None = None          # see _frames_trusted
         self._plain_plan: list | bool | None = None  # see _make_plain_plan
+        self._read_threads = parallel.read_threads()  # MREC_READ_THREADS, read when the reader opens
         self._check_alignment()
 
     # -- basics ----------------------------------------------------------------
@@ -720,13 +721,12 @@ class TrajectoryReader:
                 if not mv.all():
                     masks[col] = mv
 
-    @staticmethod
-    def _concurrent(reads) -> bool:
+    def _concurrent(self, reads) -> bool:
         """Whether to run these column reads concurrently (zstd and crc32c release the GIL): only
-        with ``MREC_READ_THREADS`` >= 2 and when they decode enough bytes to be worth a thread hop.
+        with ``MREC_READ_THREADS`` >= 2 (read when the reader was opened) and when they decode enough bytes to be worth a thread hop.
         Same arrays, same results, same errors: the first failing read, in order, raises (see
         :func:`mrec.zarr.parallel.call_all`)."""
-        if len(reads) < 2 or parallel.read_threads() < 2:
+        if len(reads) < 2 or self._read_threads < 2:
             return False
         n = 0
         for _c, arr, lo, hi in reads:
@@ -769,7 +769,7 @@ class TrajectoryReader:
         plan = self._plain_plan
         if plan is None:
             plan = self._plain_plan = self._make_plain_plan()
-        if plan and parallel.read_threads() < 2:
+        if plan and self._read_threads < 2:
             # the common layout (regular blocks without masks, no meta, no cell, trusted names and
             # dtypes): each column's rows, straight into a frame -- what the general path below reads
             # and makes of these parts

@@ -527,21 +527,25 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
             if hdr & 1:                         # the last block
                 return pos + (4 if body[4] & 4 else 0)
 
-    def piece(dctx, raws, dest) -> bool:
-        """Decode ``raws`` (at most ``sub`` chunks) into ``dest`` (chunks, elements, item bytes) with
-        few GIL hand-offs, each long: the frames (each checked: checksum, one frame stating the
-        chunk's size and ending with the chunk) joined and inflated by one zstandard reader into a
-        buffer, then numpy copies."""
+    def check(raws) -> list | None:
+        """Each chunk's body (its zstd frame) when its crc32c matches and the frame states the chunk's
+        size and ends with the chunk; None at the first that does not."""
         bodies = []
         for raw in raws:
             mv = memoryview(raw)
             if len(mv) < 5:
-                return False
+                return None
             body = mv[:-4]
             if crc32c(body) != int.from_bytes(mv[-4:], "little") or content_size(body) != nbytes \
                     or frame_end(body) != len(body):
-                return False
+                return None
             bodies.append(body)
+        return bodies
+
+    def piece(dctx, bodies, dest) -> bool:
+        """Inflate the checked frames ``bodies`` into ``dest`` (chunks, elements, item bytes) with few
+        GIL hand-offs, each long: joined and inflated by one zstandard reader into a buffer, then
+        numpy copies."""
         m = len(bodies)
         direct = n == 1 and dest.flags.c_contiguous
         buf = dest.reshape(-1) if direct else scratch(m)
@@ -566,7 +570,12 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
             return False
         try:
             out = out[:, :, None].view(u8)                  # each element's bytes: a row of the unshuffle
-        except ValueError:
+            # every chunk checked first, here, in one loop: the threads below then hold the GIL only
+            # for moments, so their hand-offs are short
+            bodies = check(raws)
+        except (zstandard.ZstdError, ValueError, TypeError, BufferError):
+            return False
+        if bodies is None:
             return False
         # pieces of ~1 MiB taken in turn by ``threads`` threads (the first this one): a thread that
         # starts late or is slowed takes fewer, so they end together
@@ -581,7 +590,7 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
                 for a in taken:
                     if failed:
                         return
-                    if not piece(dctx, raws[a:a + step], out[a:a + step]):
+                    if not piece(dctx, bodies[a:a + step], out[a:a + step]):
                         failed.append(a)
                         return
             except (zstandard.ZstdError, ValueError, TypeError, BufferError):

@@ -263,18 +263,8 @@ def test_a_batch_encode_failing_on_a_worker_leaves_the_store_at_its_last_commit(
     s.declare_column("atoms", "x", "f64", precision=1e-3)
     s.declare_column("atoms", "y", "f64")
     w = mrec.TrajectoryWriter.create(path, s, durable=False, flush_every=16, pipeline=pipeline)
-    raised, appended = None, 0
-    for i in range(80):
-        try:
-            w.append(_xy(i))
-            appended += 1
-        except (MemoryError, mrec.WriteError) as exc:
-            raised = exc
-            break
-    if raised is None:
-        with pytest.raises(mrec.WriteError) as e:
-            w.flush()
-        raised = e.value
+    from test_pipeline_commit import append_until_raised  # spec_tests is on sys.path
+    raised, appended = append_until_raised(w, (_xy(i) for i in range(80)), (MemoryError, mrec.WriteError))
     if pipeline:
         assert isinstance(raised, mrec.WriteError) and "MemoryError" in str(raised) and "reopen" in str(raised)
     else:

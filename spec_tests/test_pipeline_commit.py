@@ -27,6 +27,22 @@ from mrec.record.precision import round_to_precision
 from test_encode_ahead import _tree  # noqa: E402  (spec_tests is on sys.path)
 
 
+
+def append_until_raised(w, frames, errors) -> tuple:
+    """Append ``frames`` until one call raises one of ``errors``; if none does, the flush after them
+    must raise a WriteError (a failure on a worker surfaces at the next call).  (the exception, the
+    frames appended without raising)."""
+    appended = 0
+    for f in frames:
+        try:
+            w.append(f)
+            appended += 1
+        except errors as exc:
+            return exc, appended
+    with pytest.raises(mrec.WriteError) as e:
+        w.flush()
+    return e.value, appended
+
 def _schema(rich: bool) -> mrec.SequenceSchema:
     s = mrec.SequenceSchema()
     s.declare_block("atoms", rows=5)
@@ -127,19 +143,7 @@ def test_a_commit_failing_on_the_committer_surfaces_at_the_next_call(tmp_path, f
     path = tmp_path / "t.mrec"
     w = mrec.TrajectoryWriter.create(path, _schema(False), durable=False, flush_every=3, fs=fs, pipeline=True)
     fs.arm(fail_at, errno.ENOSPC)
-    raised = None
-    appended = 0
-    for i in range(30):
-        try:
-            w.append(_frame(i, False))
-            appended += 1
-        except mrec.WriteError as exc:
-            raised = exc
-            break
-    if raised is None:
-        with pytest.raises(mrec.WriteError) as e:
-            w.flush()
-        raised = e.value
+    raised, appended = append_until_raised(w, (_frame(i, False) for i in range(30)), mrec.WriteError)
     assert raised.errno == errno.ENOSPC and "No space left on device" in str(raised)
     assert "reopen" in str(raised)
     with pytest.raises(mrec.WriteError):

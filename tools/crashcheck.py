@@ -269,6 +269,15 @@ def record(plan: Plan, work: str, durable=True):
     return fs.ops, root, frames
 
 
+def recorded(plan: Plan, work: str, durable=True):
+    """:func:`record` of ``plan`` in its own folder of ``work``: (ops, root, frames, a CrashSimulator
+    of the ops, :func:`commit_points`)."""
+    rec_dir = os.path.join(work, plan.name)
+    os.makedirs(rec_dir)
+    ops, root, frames = record(plan, rec_dir, durable)
+    return ops, root, frames, CrashSimulator(ops, root), commit_points(ops, root)
+
+
 def commit_points(ops, root: str):
     """(op index, nstep) of every publish of trajectory/zarr.json, and the durable points.
 
@@ -404,11 +413,7 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
         for plan in plans(quick):
             if only and plan.name not in only:
                 continue
-            rec_dir = os.path.join(work, plan.name)
-            os.makedirs(rec_dir)
-            ops, root, frames = record(plan, rec_dir, writer_durable)
-            sim = CrashSimulator(ops, root)
-            published, durable = commit_points(ops, root)
+            ops, root, frames, sim, (published, durable) = recorded(plan, work, writer_durable)
             want = expected_frames(frames)
             check = Checker(want)
             cuts = range(len(ops) + 1)
@@ -1259,11 +1264,7 @@ def run_reopen(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts
         for plan in reopen_plans(quick):
             if only and plan.name not in only:
                 continue
-            rec_dir = os.path.join(work, plan.name)
-            os.makedirs(rec_dir)
-            ops1, root1, frames1 = record(plan, rec_dir, writer_durable)
-            sim1 = CrashSimulator(ops1, root1)
-            published1, durable1 = commit_points(ops1, root1)
+            ops1, root1, frames1, sim1, (published1, durable1) = recorded(plan, work, writer_durable)
             check1 = Checker(expected_frames(frames1), plan.extra_frame)
             large = isinstance(plan, LargePlan)
             # --quick: the large-frame session (what the defects need) at 4 crash states and every cut of

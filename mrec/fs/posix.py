@@ -138,32 +138,34 @@ class KeptFiles:
             except OSError:
                 pass
 
-    def read_range(self, path: str, offset: int, length: int) -> bytes:
-        if offset < 0 or length < 0:
-            raise ValueError(f"{path}: negative range {offset}+{length}")
-        fd = self._fds.get(path)
-        if fd is None:
-            if len(self._fds) >= self._limit or not self._finalizer.alive:
-                return PosixFileSystem.read_range(DEFAULT_POSIX, path, offset, length)
-            fd = os.open(path, os.O_RDONLY)
-            kept = self._fds.setdefault(path, fd)
-            if kept != fd:                     # another thread kept one first
-                os.close(fd)
-                fd = kept
-        return _pread_all(fd, length, offset)
-
-    def reader(self, path: str):
-        """``(offset, length) -> bytes`` of the file at ``path`` through its kept descriptor (opened
-        now: FileNotFoundError when absent), or None when no descriptor can be kept for it."""
+    def _fd(self, path: str) -> int | None:
+        """The kept descriptor of ``path`` (opened now if need be: FileNotFoundError when absent);
+        None when no more can be kept or the session is closed."""
         fd = self._fds.get(path)
         if fd is None:
             if len(self._fds) >= self._limit or not self._finalizer.alive:
                 return None
             fd = os.open(path, os.O_RDONLY)
             kept = self._fds.setdefault(path, fd)
-            if kept != fd:
+            if kept != fd:                     # another thread kept one first
                 os.close(fd)
                 fd = kept
+        return fd
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        if offset < 0 or length < 0:
+            raise ValueError(f"{path}: negative range {offset}+{length}")
+        fd = self._fd(path)
+        if fd is None:
+            return PosixFileSystem.read_range(DEFAULT_POSIX, path, offset, length)
+        return _pread_all(fd, length, offset)
+
+    def reader(self, path: str):
+        """``(offset, length) -> bytes`` of the file at ``path`` through its kept descriptor (opened
+        now: FileNotFoundError when absent), or None when no descriptor can be kept for it."""
+        fd = self._fd(path)
+        if fd is None:
+            return None
         alive = self._finalizer
 
         def read(offset: int, length: int) -> bytes:

@@ -778,12 +778,7 @@ class TrajectoryReader:
                 if n:
                     lo = min(i, n - 1) * u
                     rows = slice(lo, lo + u)
-                    got = {}
-                    for col, arr in cols:
-                        # a frame inside one inner chunk: straight to it (Array._whole_chunk)
-                        v = arr._whole_chunk(lo, lo + u)
-                        got[col] = v if v is not None else arr.read(rows)
-                    blocks[name] = got
+                    blocks[name] = {col: arr.read(rows) for col, arr in cols}
             return Frame._trusted_blocks(blocks)
         blocks, masks = {}, {}
         for name, b in self.layout.blocks.items():

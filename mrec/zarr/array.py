@@ -486,8 +486,7 @@ class Array:
             ranges = getattr(self.store, "range_reader", None)
             got = keys[c0] = (key, index, ranges(key) if ranges is not None else None)
         key, index, fetch = got
-        if self._index_cache.get(key) is not index or key in self.unverified_indexes \
-                or getattr(index, "degraded", None):
+        if self._index_cache.get(key) is not index or not self._as_written(key, index):
             keys.pop(c0, None)                   # the index was dropped or rebuilt since
             return None
         coord = (i0, *tail)
@@ -894,6 +893,33 @@ class Array:
             raws.pop(coord, None)
         return done
 
+    def _as_written(self, key: str, index: ShardIndex) -> bool:
+        """Whether shard ``key``'s ``index`` is read as written (not rebuilt, nothing degraded), one
+        cell a row: every entry is then trusted for all its rows (the batch and lean paths' case)."""
+        return key not in self.unverified_indexes and not getattr(index, "degraded", None) \
+            and index.offsets.size == index.offsets.shape[0]
+
+    @staticmethod
+    def _plain_entries(index: ShardIndex, a: int, b: int):
+        """(offsets, sizes) as int64 of the index entries of inner rows [a, b) when each names a
+        chunk (none empty, none shorter than a checksum); else None."""
+        offs = index.offsets.reshape(-1)[a:b]
+        sizes = index.nbytes.reshape(-1)[a:b]
+        if len(offs) != b - a or (offs == EMPTY).any() or (sizes < 5).any():
+            return None
+        return offs.astype(np.int64), sizes.astype(np.int64)
+
+    def _run_pieces(self, key: str, offs: np.ndarray, sizes: np.ndarray) -> list | None:
+        """The raw bytes of inner chunks whose entries lie back to back, read as one range: one
+        memoryview a chunk; None for an absent or short file."""
+        o0 = int(offs[0])
+        span = int(offs[-1] + sizes[-1]) - o0
+        raw = self.store.get_range(key, o0, span)
+        if raw is None or len(raw) != span:
+            return None
+        mv = memoryview(raw)
+        return [mv[o:o + k] for o, k in zip((offs - o0).tolist(), sizes.tolist())]
+
     def _batch_whole(self, key: str, index: ShardIndex, out: np.ndarray, r_lo: int, r_hi: int,
                      threads: int | None) -> set:
         """The whole inner chunks of rows [r_lo, r_hi) of shard ``key`` (inner chunks spanning the
@@ -902,20 +928,17 @@ class Array:
         rebuilt), entries back to back in the file (as an appender lands them), bytes read whole, and
         a batch that decodes; anything else is left (from the first run that is not plain) to the
         general path, which decodes it again and raises the error a serial read raises."""
-        if key in self.unverified_indexes or getattr(index, "degraded", None) \
-                or index.offsets.size != index.offsets.shape[0]:
+        if not self._as_written(key, index):
             return set()
         batch = self._resolved("_fast_batch", "batch_decoder")
         if batch is None:
             return set()
         ir = self.sharding.chunk_shape[0]
         a, b = -(-r_lo // ir), r_hi // ir              # the inner chunks wholly inside the rows
-        if b - a < 2:
+        entries = self._plain_entries(index, a, b) if b - a >= 2 else None
+        if entries is None:
             return set()
-        offs = index.offsets.reshape(-1)[a:b].astype(np.int64)
-        sizes = index.nbytes.reshape(-1)[a:b].astype(np.int64)
-        if (index.offsets.reshape(-1)[a:b] == EMPTY).any() or (sizes < 5).any():
-            return set()
+        offs, sizes = entries
         chunk_bytes = out[:ir].nbytes
         # runs of entries back to back, cut at COALESCE_BYTES: one range read each
         breaks = (np.nonzero(offs[1:] != offs[:-1] + sizes[:-1])[0] + 1).tolist()
@@ -931,13 +954,9 @@ class Array:
         for lo, hi in zip(cuts, cuts[1:]):
             if hi <= lo:
                 continue
-            o0 = int(offs[lo])
-            span = int(offs[hi - 1] + sizes[hi - 1]) - o0
-            raw = self.store.get_range(key, o0, span)
-            if raw is None or len(raw) != span:
+            pieces = self._run_pieces(key, offs[lo:hi], sizes[lo:hi])
+            if pieces is None:
                 return done
-            mv = memoryview(raw)
-            pieces = [mv[o:o + n] for o, n in zip((offs[lo:hi] - o0).tolist(), sizes[lo:hi].tolist())]
             r0 = (a + lo) * ir - r_lo
             dest = out[r0:r0 + (hi - lo) * ir].view()
             try:
@@ -1114,25 +1133,17 @@ def read_together(arrays: list, start: int, stop: int, threads: int | None = Non
             return None
         key = arr.chunk_key((c0, *tail))
         index = arr.shard_index(key)
-        if index is None or key in arr.unverified_indexes or getattr(index, "degraded", None) \
-                or index.offsets.size != index.offsets.shape[0]:
+        entries = arr._plain_entries(index, a0, a0 + n) if index is not None and arr._as_written(key, index) else None
+        if entries is None:
             return None
-        offs = index.offsets.reshape(-1)[a0:a0 + n]
-        sizes = index.nbytes.reshape(-1)[a0:a0 + n]
-        if len(offs) != n or (offs == EMPTY).any() or (sizes < 5).any():
+        offs, sizes = entries
+        if (n > 1 and (offs[1:] != offs[:-1] + sizes[:-1]).any()) \
+                or int(offs[-1] + sizes[-1] - offs[0]) > 16 * COALESCE_BYTES:
+            return None                          # not one range: the per-array path reads them
+        got = arr._run_pieces(key, offs, sizes)
+        if got is None:
             return None
-        offs, sizes = offs.astype(np.int64), sizes.astype(np.int64)
-        if n > 1 and (offs[1:] != offs[:-1] + sizes[:-1]).any():
-            return None                          # not back to back: the per-array path reads them
-        o0 = int(offs[0])
-        span = int(offs[-1] + sizes[-1]) - o0
-        if span > 16 * COALESCE_BYTES:
-            return None
-        raw = arr.store.get_range(key, o0, span)
-        if raw is None or len(raw) != span:
-            return None
-        mv = memoryview(raw)
-        pieces.extend(mv[o:o + k] for o, k in zip((offs - o0).tolist(), sizes.tolist()))
+        pieces.extend(got)
     out = np.empty((len(arrays), stop - start, *m.shape[1:]), dtype=m.data_type.numpy)
     dest = out.reshape(len(arrays) * n, -1)
     if not batch(pieces, dest, decode_parts(len(pieces), len(pieces) * ibytes, threads)):

@@ -72,7 +72,7 @@ def encode_all(fn: Callable[[T], R], items: Sequence[T], nbytes: int) -> list[R]
     a task per chunk cost more in hand-offs (and GIL ping-pong over each chunk's Python) than
     the second core gave.  The first failing item in input order raises, as in the loop."""
     n = threads()
-    if len(items) < 2 or nbytes < MIN_PARALLEL_BYTES or n == 1 or _in_worker():
+    if len(items) < 2 or nbytes < MIN_PARALLEL_BYTES or n == 1 or in_worker():
         return [fn(x) for x in items]
     k = min(n, len(items))
     cut = [len(items) * i // k for i in range(k + 1)]
@@ -85,7 +85,7 @@ def batch_threads(nbytes: int) -> int:
     """How many threads a batch encode of ``nbytes`` input bytes uses (``pipeline.batch_encoder``):
     :func:`threads`, or 1 below :data:`MIN_PARALLEL_BYTES` and inside a pool worker."""
     n = threads()
-    if n == 1 or nbytes < MIN_PARALLEL_BYTES or _in_worker() or getattr(_local, "solo", False):
+    if n == 1 or nbytes < MIN_PARALLEL_BYTES or in_worker() or getattr(_local, "solo", False):
         return 1
     return min(n, MAX_WORKERS + 1)
 
@@ -135,7 +135,7 @@ def decode_parts(count: int, nbytes: int, n: int | None = None) -> int:
     ``n`` threads (1: decoded inline, in this thread)."""
     n = threads() if n is None else max(1, int(n))
     n = min(n, MAX_WORKERS + 1, count)
-    if n < 2 or nbytes < MIN_PARALLEL_DECODE or _in_worker():
+    if n < 2 or nbytes < MIN_PARALLEL_DECODE or in_worker():
         return 1
     return n
 
@@ -158,7 +158,6 @@ def in_worker() -> bool:
     return threading.current_thread().name.startswith("mrec-encode")
 
 
-_in_worker = in_worker
 _side = threading.local()
 
 
@@ -179,7 +178,7 @@ def call_all(calls: Sequence[Callable[[], R]]) -> list[R]:
     warms caches).  Serial for a single call and inside a pool worker
     (a nested wait could take every worker).
     """
-    if len(calls) < 2 or _in_worker():
+    if len(calls) < 2 or in_worker():
         return [c() for c in calls]
     from concurrent.futures import wait
     futures = [_executor().submit(c) for c in calls[1:]]

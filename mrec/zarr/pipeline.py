@@ -449,6 +449,22 @@ def _fused_crc_zstd(codecs: tuple, nbytes: int):
     return fused
 
 
+def _shuffle_zstd_crc(pipeline: "CodecPipeline"):
+    """(the shuffle's element size, 1 without one; the zstd codec) when ``pipeline`` is the reference
+    writer's plain chain: no array→array codec, ``bytes``, an optional ``numcodecs.shuffle``, ``zstd``,
+    ``crc32c`` (what the batch encoder and decoder handle); else None."""
+    if pipeline.array_array or not isinstance(pipeline.array_bytes, BytesCodec):
+        return None
+    bb = pipeline.bytes_bytes
+    n = 1
+    if bb and bb[0].__class__ is ShuffleCodec:
+        n = bb[0].elementsize
+        bb = bb[1:]
+    if len(bb) != 2 or bb[0].__class__ is not ZstdCodec or bb[1].__class__ is not Crc32cCodec:
+        return None
+    return n, bb[0]
+
+
 def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
     """``(raws, out, threads) -> bool``: decode the whole inner chunks ``raws`` (each crc32c over one
     zstd frame, optionally behind a numcodecs shuffle, into native numbers) into the rows of ``out``,
@@ -466,18 +482,10 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
     that does not state and inflate to exactly the chunk's size or has bytes after it, anything
     unusual returns False, and the caller decodes through the labelled path (which reports the error
     at its chunk)."""
-    views = pipeline._view_decoders
-    if views is None or pipeline.array_array or not pipeline.bytes_bytes:
+    plain = _shuffle_zstd_crc(pipeline)
+    if plain is None:
         return None
-    first = pipeline.bytes_bytes[0]
-    if first.__class__ is ShuffleCodec:
-        n = first.elementsize
-        pre = tuple(reversed(pipeline.bytes_bytes[1:]))
-    else:
-        n = 1
-        pre = tuple(reversed(pipeline.bytes_bytes))
-    if len(pre) != 2 or pre[0].__class__ is not Crc32cCodec or pre[1].__class__ is not ZstdCodec:
-        return None
+    n, _zstd = plain
     dt = spec.dtype.numpy
     if dt.kind not in "fiuc" or (pipeline.array_bytes.endian is None and dt.itemsize > 1) \
             or pipeline.array_bytes._disk_dtype(spec) != dt or n not in (1, dt.itemsize):
@@ -620,16 +628,10 @@ def batch_encoder(pipeline: "CodecPipeline", spec: ChunkSpec):
     call (``threads=1``: its own thread pool was slower than ours on two cores; the compressor's
     parameters, so the frames are those of ``compress``, content size included), then checksums
     each frame (crc32c: short, GIL held)."""
-    from .codecs.bytes_ import BytesCodec as _Bytes
-    if pipeline.array_array or not isinstance(pipeline.array_bytes, _Bytes):
+    plain = _shuffle_zstd_crc(pipeline)
+    if plain is None:
         return None
-    bb = pipeline.bytes_bytes
-    n = 1
-    if bb and bb[0].__class__ is ShuffleCodec:
-        n = bb[0].elementsize
-        bb = bb[1:]
-    if len(bb) != 2 or bb[0].__class__ is not ZstdCodec or bb[1].__class__ is not Crc32cCodec:
-        return None
+    n, zstd = plain
     try:
         disk = pipeline.array_bytes._disk_dtype(spec)
     except MetadataError:
@@ -640,7 +642,6 @@ def batch_encoder(pipeline: "CodecPipeline", spec: ChunkSpec):
     nbytes = disk.itemsize * elements
     if not nbytes or nbytes % n:
         return None
-    zstd = bb[0]
     count = nbytes // n
     u8 = np.uint8
     import zstandard

@@ -269,6 +269,12 @@ def record(plan: Plan, work: str, durable=True):
     return fs.ops, root, frames
 
 
+def _model_text(ordered: bool, writer_durable) -> str:
+    """The crash model as the summary lines name it."""
+    model = "ordered metadata (journaling fs)" if ordered else "strict (only fsync orders)"
+    return model + (", writer durable='always'" if writer_durable == "always" else "")
+
+
 def recorded(plan: Plan, work: str, durable=True):
     """:func:`record` of ``plan`` in its own folder of ``work``: (ops, root, frames, a CrashSimulator
     of the ops, :func:`commit_points`)."""
@@ -448,9 +454,7 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
             run_nested_overwrite(work, seeds, ordered, limit_cuts, violations, verbose)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    model = "ordered metadata (journaling fs)" if ordered else "strict (only fsync orders)"
-    if writer_durable == "always":
-        model += ", writer durable='always'"
+    model = _model_text(ordered, writer_durable)
     print(f"crashcheck: process-crash states {counts['process']}, power-loss states {counts['power']} "
           f"[{model}, {seeds} sampled seeds + 2 extremes per cut], {distinct} distinct, "
           f"temp-leftover states repaired then packed {counts['temp']}, "
@@ -1301,9 +1305,7 @@ def run_reopen(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts
                       + "; ".join(st[0] for st in states), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    model = "ordered metadata (journaling fs)" if ordered else "strict (only fsync orders)"
-    if writer_durable == "always":
-        model += ", writer durable='always'"
+    model = _model_text(ordered, writer_durable)
     print(f"crashcheck --reopen: session-1 states {sessions['s1']}, second sessions {sessions['append']} appending "
           f"+ {sessions['truncate']} truncating; their process-crash states {counts['process']}, torn-write states "
           f"{counts['torn']}, power-loss states {counts['power']} [{model}, {seeds} sampled seeds + 2 extremes "

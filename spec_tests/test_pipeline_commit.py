@@ -1,6 +1,7 @@
 """Issue 16: the pipelined writer (``pipeline=True``) queues its automatic commits to a committer thread.
 
-``append`` then validates, rounds, buffers and returns; the landing (encoding, shard appends) and
+``append`` then validates, copies, buffers and returns (the rounding of a regular frame is the
+committer's too: test_pipeline_rounding.py); the landing (encoding, shard appends) and
 the commit protocol run on the committer thread, one commit after the other in the order they were
 queued.  What must hold: the store is byte-identical to the serial writer's (every durable mode,
 reopen, extend, cells, meta, masks); the queue is bounded; ``flush`` / ``close`` drain it first; a

@@ -162,6 +162,41 @@ def stack_rounded(arrays: list, p: Any) -> np.ndarray | None:
     return out if np.isfinite(total) else None
 
 
+def rounded(a: np.ndarray, p: Any) -> np.ndarray:
+    """``round_to_precision(a, p)``: through :func:`stack_rounded`'s three passes where it can (an
+    ``f64`` array of any shape; fresh, or ``a`` itself where nothing changes).  A pipelined writer's
+    committer thread rounds the rows ``append`` buffered unrounded with it."""
+    out = stack_rounded([a], p)
+    return out[0] if out is not None else round_to_precision(a, p)
+
+
+#: values of each column a pipelined writer's change detection rounds first (:func:`rounded_head`)
+HEAD = 8
+#: :func:`rounded_head` takes quanta up to this: for any smaller ``q`` the grid's integers map one
+#: to one onto the stored values (``n * q`` never overflows: the module docstring's edge note)
+HEAD_Q_MAX = math.ldexp(1.0, 900)
+
+
+def rounded_head(stack: np.ndarray, p: Any) -> bytes | None:
+    """A key of the first :data:`HEAD` values of each column of ``stack`` (``(columns, ...)``,
+    C-contiguous ``f64``, unrounded) as :func:`round_to_precision` stores them: the bytes of their
+    grid integers ``rint(x / q)``.  Rounding is per value and ``n -> n * q`` is one to one (below
+    :data:`HEAD_Q_MAX`; NaN, inf and ``|x| >= 2^52 q`` come through ``x / q`` unchanged up to the
+    scale, an overflowing ``x / q`` is inf against a finite integer), so two frames whose keys differ
+    store different values: a pipelined ``append`` decides that a moving column changed from these
+    few values and leaves the whole rounding to its committer thread.  Equal keys decide nothing
+    (the caller compares in full).  None when there is no value or ``q`` is too large."""
+    q = quantum(p)
+    flat = stack.reshape(stack.shape[0], -1)
+    k = min(HEAD, flat.shape[1])
+    if k == 0 or q > HEAD_Q_MAX:
+        return None
+    with np.errstate(invalid="ignore", over="ignore"):
+        h = np.multiply(flat[:, :k], inverse_quantum(p))     # = x / q, bit for bit
+        np.rint(h, out=h)
+    return h.tobytes()
+
+
 def _same_bytes(r: np.ndarray, a: np.ndarray) -> bool:
     """r.tobytes() == a.tobytes() for a fresh C-order r; large C-contiguous inputs are compared in
     place (two copies of a batch of frames cost more than the rounding)."""

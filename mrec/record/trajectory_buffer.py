@@ -17,9 +17,10 @@ import numpy as np
 
 from .dtypes import numpy_dtype
 from .model import Box
+from .precision import HEAD, round_to_precision, rounded_head
 from .trajectory_plan import _bits_equal, _same
 from .trajectory_read import TRAJ, tag_layout
-from .trajectory_land import _Writer
+from .trajectory_land import Unrounded, _Writer
 
 _K0, _K_NONE = np.zeros(1, np.int64), np.zeros(0, np.int64)
 for _a in (_K0, _K_NONE):
@@ -89,6 +90,11 @@ class _BlockState:
         self.n_updates = 0
         self.total_rows = 0
         self.last: tuple[int, dict, dict] | None = None     # rows, values, masks of the latest update
+        # a pipelined append buffers f64 columns unrounded (trajectory_land.Unrounded): then the
+        # latest update's values of those columns are raw, ``last_p`` names them with their
+        # precision, and ``last_head`` holds the rounded heads of their groups (rounded_head)
+        self.last_p: dict | None = None
+        self.last_head: dict | None = None
         self.attrs: dict = {}
         self.group_dirty = False
         self.validity_missing = False                       # _validity/zarr.json to write at the next commit
@@ -104,13 +110,46 @@ class _BlockState:
         lrows, lvalues, lmasks = self.last
         if rows != lrows:
             return True
+        lp = self.last_p
         for c, v in values.items():
-            if not _same(v, lvalues[c]):
+            lv = lvalues[c]
+            if lp and c in lp:
+                lv = round_to_precision(lv, lp[c])
+            if not _same(v, lv):
                 return True
         for c, m in masks.items():
             if not _same(m, lmasks[c]):
                 return True
         return False
+
+    def differs_unrounded(self, rows: int, values: dict, masks: dict, groups: list) -> tuple[bool, dict]:
+        """:meth:`differs` for one frame whose columns in ``groups`` — ``[(precision, columns,
+        their stack)]`` — are not rounded yet (``values`` holds them raw): (differs, the groups'
+        rounded heads).  A group whose rounded head (:func:`rounded_head`, a few values a column)
+        differs from the latest update's differs after rounding; only where every head repeats (a
+        column at rest) are the columns rounded in full and compared."""
+        heads = {cols: rounded_head(stack, p) for p, cols, stack in groups}
+        if self.last is None or rows != self.last[0]:
+            return True, heads
+        for p, cols, _stack in groups:
+            h = heads[cols]
+            if h is not None and h != self._head(cols, p):
+                return True, heads
+        full = dict(values)
+        for p, cols, _stack in groups:
+            for c in cols:
+                full[c] = round_to_precision(values[c], p)
+        return self.differs(rows, full, masks), heads
+
+    def _head(self, cols: tuple, p) -> bytes | None:
+        """The latest update's key for the group ``cols`` of precision ``p``, as :func:`rounded_head`
+        makes it for the frame being appended.  Raw or stored values give the same key (the key of
+        a value is the key of its rounding), so any latest update serves."""
+        known = self.last_head
+        if known is not None and cols in known:
+            return known[cols]
+        lvalues = self.last[1]
+        return rounded_head(np.stack([np.ascontiguousarray(lvalues[c]).reshape(-1)[:HEAD] for c in cols]), p)
 
     def writers(self):
         # the index lands first, offset before step_index: a step_index on disk implies its
@@ -192,12 +231,12 @@ class Buffering:
         """Apply a plan of :meth:`~mrec.record.trajectory_plan.Planning._plan_run` (``F`` frames from
         ``nframes`` on; ``nframes`` itself is the caller's to advance)."""
         i0 = self.nframes
-        for bs, rows, values, masks, upd in plans:
+        for bs, rows, values, masks, upd, lazy in plans:
             if F == 1:
                 ks = _K0 if upd[0] else _K_NONE
             else:
                 ks = np.flatnonzero(upd[:F])
-            self._add_updates(bs, i0, rows, values, masks, ks)
+            self._add_updates(bs, i0, rows, values, masks, ks, lazy)
         for k, box in box_updates:
             if k >= F:
                 break
@@ -206,8 +245,10 @@ class Buffering:
         if self.has_time is None:
             self.has_time = False
 
-    def _add_updates(self, bs: _BlockState, i0: int, rows: int, values: dict, masks: dict, ks) -> None:
-        """_add_update for the run's updates at frames i0 + ks, the contiguous regular / indexed tail at once."""
+    def _add_updates(self, bs: _BlockState, i0: int, rows: int, values: dict, masks: dict, ks, lazy=None) -> None:
+        """_add_update for the run's updates at frames i0 + ks, the contiguous regular / indexed tail at once.
+        ``lazy``: None, or (a pipelined append of one frame) ``({column: precision}, rounded heads)``
+        for the columns of ``values`` given unrounded (buffered as :class:`Unrounded`)."""
         u = 0
         n = len(ks)
         while u < n:
@@ -222,15 +263,17 @@ class Buffering:
             else:
                 k = k0
                 self._add_update(bs, i0 + k, rows, {c: v[k] for c, v in values.items()},
-                                 {c: m[k] for c, m in masks.items()})
+                                 {c: m[k] for c, m in masks.items()}, lazy)
                 u += 1
                 continue
             cnt = n - u
             if frames is not None:
                 bs.si.append(frames.astype(np.uint64))
                 bs.off.append(np.uint64(bs.total_rows) + np.arange(1, cnt + 1, dtype=np.uint64) * np.uint64(rows))
+            deferred = lazy[0] if lazy is not None else ()
             for c, v in values.items():
-                bs.cols[c].append(v[sel].reshape(cnt * rows, *v.shape[2:]))
+                v = v[sel].reshape(cnt * rows, *v.shape[2:])
+                bs.cols[c].append(Unrounded(v, deferred[c]) if c in deferred else v)
             for c, m in masks.items():
                 bs.masks[c].append(m[sel].reshape(cnt * rows))
             last = int(ks[-1])
@@ -243,6 +286,7 @@ class Buffering:
             bs.n_updates += cnt
             bs.total_rows += cnt * rows
             bs.last = (rows, lv, lm)
+            bs.last_p, bs.last_head = lazy if lazy is not None else (None, None)
             bs.target_max = self._target_max(bs.decl, lv, lm)
             return
 
@@ -276,7 +320,7 @@ class Buffering:
         s.n += 1
         s.last = v
 
-    def _add_update(self, bs: _BlockState, i: int, rows: int, values: dict, masks: dict) -> None:
+    def _add_update(self, bs: _BlockState, i: int, rows: int, values: dict, masks: dict, lazy=None) -> None:
         j = bs.n_updates
         if j == 0 and bs.si is None:
             if i == 0 and rows > 0 and bs.decl.columns:
@@ -303,13 +347,15 @@ class Buffering:
         else:
             bs.si.append(np.array([i], np.uint64))
             bs.off.append(np.array([bs.total_rows + rows], np.uint64))
+        deferred = lazy[0] if lazy is not None else ()
         for col, v in values.items():
-            bs.cols[col].append(v)
+            bs.cols[col].append(Unrounded(v, deferred[col]) if col in deferred else v)
         for col, m in masks.items():
             bs.masks[col].append(m)
         bs.n_updates += 1
         bs.total_rows += rows
         bs.last = (rows, values, masks)
+        bs.last_p, bs.last_head = lazy if lazy is not None else (None, None)
         bs.target_max = self._target_max(bs.decl, values, masks)
 
     def _make_index(self, bs: _BlockState) -> None:

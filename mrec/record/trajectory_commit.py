@@ -33,7 +33,7 @@ from ..zarr.array import meta_key, write_group
 from ..zarr.metadata import GroupMetadata, json_dumps
 from ..zarr.parallel import one_thread
 from .frame_group import VALIDITY
-from .trajectory_land import _Writer
+from .trajectory_land import _Writer, settled
 from .trajectory_read import TRAJ
 
 
@@ -168,7 +168,7 @@ class Committing:
         behind = sum(1 for fut, _n in list(self._queue) if not fut.done()) > 1
         try:
             for w, rows in moves:
-                w.appender.append_many(rows)
+                w.appender.append_many(settled(rows))
             with one_thread(not behind):
                 self._land_and_publish(durable, plan)
         except BaseException as exc:
@@ -249,7 +249,7 @@ class Committing:
             plan = self._plan_commit()
             for w in plan[0]:
                 if w.held:          # a pipelined writer's flush / close: the rows since its last queued commit
-                    w.appender.append_many(w.held)
+                    w.appender.append_many(settled(w.held))
                     w.held = []
         order, groups, marker, nframes = plan
         data_keys = self._land(order)

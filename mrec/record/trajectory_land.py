@@ -17,6 +17,29 @@ from ..zarr.dtypes import DATA_TYPES
 from ..zarr.metadata import ArrayMetadata
 from . import extents as X
 from .dtypes import zarr_data_type
+from .precision import rounded
+
+
+class Unrounded:
+    """Rows a pipelined writer's ``append`` buffered before rounding them to their declared
+    precision ``p`` (its own copy of the caller's values): the committer thread rounds them
+    (:func:`settled`) as it hands them to the appender, so the rounding's passes over the frame
+    are not ``append``'s.  Never anywhere but in a :attr:`_Writer.held` list."""
+
+    __slots__ = ("raw", "p")
+
+    def __init__(self, raw, p):
+        self.raw, self.p = raw, p
+
+    @property
+    def nbytes(self) -> int:
+        return self.raw.nbytes
+
+
+def settled(rows: list) -> list:
+    """``rows`` (a :attr:`_Writer.held` list) with every :class:`Unrounded` entry rounded (fresh
+    arrays: the raw copy stays as it is, the writer's change detection may still read it)."""
+    return [rounded(r.raw, r.p) if type(r) is Unrounded else r for r in rows]
 
 
 class _Writer:

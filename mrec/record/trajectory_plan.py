@@ -9,7 +9,10 @@ writer: a refusal raises before :mod:`~mrec.record.trajectory_buffer` applies th
 
 :meth:`Planning._plan_run` is the batch form (:meth:`TrajectoryWriter.extend`, and ``append``
 of a regular frame): a run of frames of one structure stacked, rounded and change-detected as
-``(frames, rows)`` arrays, cut before the first frame the general plan would refuse.
+``(frames, rows)`` arrays, cut before the first frame the general plan would refuse.  A pipelined
+writer's ``append`` of one regular frame copies its ``f64`` columns unrounded instead and decides
+"changed" from a few rounded values a column (:func:`~mrec.record.precision.rounded_head`); its
+committer thread rounds the rows (:class:`~mrec.record.trajectory_land.Unrounded`).
 """
 from __future__ import annotations
 
@@ -412,10 +415,22 @@ class Planning:
             run, F = run[:cut], cut
         # ---- plan: stacks, rounding, change detection, the system/ alignment (nothing changes yet) ----
         plans = []
+        # a pipelined append of one frame buffers its f64 columns unrounded (its own copy) and
+        # leaves the rounding to the committer thread; change detection rounds a few values
+        defer = F == 1 and self.pipeline
         for name, rows in sig:
             bs = self.blocks[name]
             values, masks = {}, {}
+            unrounded = []
             for p, group in spec[name][2]:
+                if defer and p is not None:
+                    srcs = [run[0][name][c] for c in group]
+                    v = stack_rows(srcs) if len(srcs) > 1 else srcs[0][None].copy()   # the writer's copy
+                    unrounded.append((p, tuple(group), v))
+                    v = v.reshape(len(group), 1, *v.shape[1:])
+                    for g, c in enumerate(group):
+                        values[c] = v[g]
+                    continue
                 # the columns of one precision (and trailing shape) are stacked and rounded in one call
                 if len(group) == 1 and F == 1:
                     src = run[0][name][group[0]]
@@ -434,7 +449,13 @@ class Planning:
                     values[c] = np.ascontiguousarray(v[g])
             for c in spec[name][3]:
                 masks[c] = np.ones((F, rows), bool)
-            first = bs.differs(rows, {c: v[0] for c, v in values.items()}, {c: m[0] for c, m in masks.items()})
+            lazy = None
+            if unrounded:
+                first, heads = bs.differs_unrounded(rows, {c: v[0] for c, v in values.items()},
+                                                    {c: m[0] for c, m in masks.items()}, unrounded)
+                lazy = ({c: p for p, cols, _v in unrounded for c in cols}, heads)
+            else:
+                first = bs.differs(rows, {c: v[0] for c, v in values.items()}, {c: m[0] for c, m in masks.items()})
             if F == 1:
                 upd = _ONE_TRUE if first else _ONE_FALSE
             else:
@@ -465,7 +486,7 @@ class Planning:
                     bad = upd & ~same
                 if bad.any():
                     cut = min(cut, int(np.argmax(bad)))
-            plans.append((bs, rows, values, masks, upd))
+            plans.append((bs, rows, values, masks, upd, lazy))
         if cut == 0:
             return None                # the first frame is refused: append raises it
         return cut, plans, box_updates, first_step

@@ -181,6 +181,10 @@ class Array:
         self._fast_many_mt: tuple | None = None
         self._fast_batch: tuple | None = None
         self._lean: tuple | None = None         # see _whole_chunk
+        self._fast_part: tuple | None = None         # see _part_decoder
+        # the inflated (still shuffled) bytes of the last chunk _whole_chunk read part of, keyed as
+        # _chunk_cache: its next frame unshuffles the whole chunk from them
+        self._inflated: tuple | None = None
         self._ahead: tuple | None = None             # see _raw_ahead
         self._last_read: tuple | None = None         # (shard key, inner row) of the last chunk fetched
         self.unverified_indexes: set[str] = set()   # shards whose index was rebuilt from verified chunks
@@ -450,6 +454,10 @@ class Array:
         slot = ("_fast_into", "_fast_into_mt", "_fast_many", "_fast_many_mt")[2 * many + release_gil]
         return self._resolved(slot, "decoder_into", release_gil=release_gil, many=many)
 
+    def _part_decoder(self):
+        """The resolved part decoder of this array's inner chunks (CodecPipeline.part_decoder), or None."""
+        return self._resolved("_fast_part", "part_decoder")
+
     def _whole_chunk(self, start: int, stop: int) -> np.ndarray | None:
         """Rows [start, stop) inside one inner chunk of a frame-aligned column (a frame of a random
         read), in the plain case only: its shard index cached and read as written (not rebuilt), the
@@ -498,6 +506,14 @@ class Array:
             cached = self._chunk_cache
             if cached is not None and cached[0] == (key, coord, off, n) and cached[2] >= a + stop - start:
                 return cached[1][a:a + stop - start].copy()
+            inflated = self._inflated
+            if inflated is not None and inflated[0] == (key, coord, off, n):
+                # the second frame of a chunk: unshuffled whole now, and cached for the rest
+                chunk = np.empty(self.sharding.chunk_shape, dtype=m.data_type.numpy)
+                self._part_decoder()[2](inflated[1], chunk)
+                self._inflated = None
+                self._chunk_cache = ((key, coord, off, n), chunk, irows, True)
+                return chunk[a:a + stop - start].copy()
         last = self._last_read
         if last is not None and last[0] == key and last[1] == i0 - 1:
             return None                         # a forward walk: read ahead by the general path
@@ -505,6 +521,21 @@ class Array:
         raw = fetch(off, n) if fetch is not None else self.store.get_range(key, off, n)
         if raw is None or len(raw) != n:
             return None
+        part = None if whole else self._part_decoder()
+        if part is not None:
+            # part of a chunk (a small frame): inflated, and only its rows unshuffled; the inflated
+            # bytes are kept for a neighbour (every row verified, as below)
+            try:
+                data = part[0](raw)
+                if data is None:
+                    return None
+                out = np.empty((stop - start, *self.sharding.chunk_shape[1:]), dtype=m.data_type.numpy)
+                part[1](data, a, a + stop - start, out)
+            except Exception:                   # noqa: BLE001 - the general path decodes and reports
+                return None
+            self._last_read = (key, i0)
+            self._inflated = ((key, coord, off, n), data)
+            return out
         chunk = np.empty(self.sharding.chunk_shape, dtype=m.data_type.numpy)
         try:
             if not into(raw, chunk):
@@ -679,7 +710,7 @@ class Array:
 
     def drop_cache(self) -> None:
         self._index_cache.clear()
-        self._chunk_cache = None
+        self._chunk_cache = self._inflated = None
         self._ahead = self._last_read = None
 
     def _raw_ahead(self, key: str, index: ShardIndex, i0: int, off: int, n: int, limit: int):

@@ -274,6 +274,44 @@ class CodecPipeline:
             return decode_many
         return _fused_many(nbytes, n, itemsize, release_gil, unshuffle, strided)
 
+    def part_decoder(self, spec: ChunkSpec):
+        """``(inflate, rows, place)`` for reading some leading rows of a chunk of ``spec`` without
+        unshuffling all of it, in the plain case only (what :meth:`decoder_into` takes, its steps
+        being crc32c and zstd behind an optional shuffle of the item size); else None.
+
+        ``inflate(raw)``: the decompressed (still shuffled) bytes after the checks of the fused
+        decoder, or None (nothing is known: the labelled path decides).  ``rows(data, lo, hi, out)``:
+        the chunk's rows ``lo:hi`` into ``out`` (C-contiguous, ``hi - lo`` rows of the chunk's
+        trailing shape and dtype) -- with a shuffle, a transposed copy of just those elements of
+        each byte plane.  ``place(data, dest)``: the whole chunk into ``dest`` (decoder_into's)."""
+        if self.decoder_into(spec) is None:
+            return None
+        plan = self._into_plan
+        n = plan[1] if plan is not None else 1
+        pre_codecs = tuple(reversed(self.bytes_bytes[1:] if plan is not None else self.bytes_bytes))
+        dt = spec.dtype.numpy
+        spec = self._bounded(spec)
+        nbytes = dt.itemsize * math.prod(spec.shape)
+        fused = _fused_crc_zstd(pre_codecs, nbytes)
+        if fused is None or n not in (1, dt.itemsize) or not spec.shape or not nbytes:
+            return None
+        row_bytes = nbytes // spec.shape[0]
+        row_items = row_bytes // dt.itemsize
+        frombuffer, u8 = np.frombuffer, np.uint8
+        unshuffle = _unshuffler(n, False)
+
+        if n == 1:
+            def rows(data, lo: int, hi: int, out: np.ndarray) -> None:
+                out.reshape(-1).view(u8)[...] = frombuffer(data, u8)[lo * row_bytes:hi * row_bytes]
+        else:
+            def rows(data, lo: int, hi: int, out: np.ndarray) -> None:
+                planes = frombuffer(data, u8).reshape(n, -1)
+                out.reshape(-1).view(u8).reshape(-1, n)[...] = planes[:, lo * row_items:hi * row_items].T
+
+        def place(data, dest: np.ndarray) -> None:
+            unshuffle(data, dest.reshape(-1).view(u8))
+        return fused, rows, place
+
     def batch_decoder(self, spec: ChunkSpec):
         """Whole inner chunks of ``spec`` decoded many at once on several cores: see :func:`_batch_decoder`."""
         return _batch_decoder(self, spec)

@@ -177,24 +177,27 @@ HEAD = 8
 HEAD_Q_MAX = math.ldexp(1.0, 900)
 
 
-def rounded_head(stack: np.ndarray, p: Any) -> bytes | None:
-    """A key of the first :data:`HEAD` values of each column of ``stack`` (``(columns, ...)``,
-    C-contiguous ``f64``, unrounded) as :func:`round_to_precision` stores them: the bytes of their
-    grid integers ``rint(x / q)``.  Rounding is per value and ``n -> n * q`` is one to one (below
-    :data:`HEAD_Q_MAX`; NaN, inf and ``|x| >= 2^52 q`` come through ``x / q`` unchanged up to the
-    scale, an overflowing ``x / q`` is inf against a finite integer), so two frames whose keys differ
-    store different values: a pipelined ``append`` decides that a moving column changed from these
-    few values and leaves the whole rounding to its committer thread.  Equal keys decide nothing
-    (the caller compares in full).  None when there is no value or ``q`` is too large."""
+def rounded_head(stack: np.ndarray, p: Any) -> tuple | None:
+    """A key of the first :data:`HEAD` values of each column of ``stack`` (``(columns, ...)``
+    ``f64``, unrounded or not) as :func:`round_to_precision` stores them: their grid integers
+    ``rint(x / q)``, as Python ints (``round`` of a float is ties-to-even and exact, like ``rint``).
+    Rounding is per value, the key of a value is the key of its rounding, and ``n -> n * q`` is one
+    to one below :data:`HEAD_Q_MAX`, so two frames whose keys differ store different values: a
+    pipelined ``append`` decides that a moving column changed from these few values and leaves the
+    whole rounding to its committer thread.  Equal keys decide nothing (``-0.0`` and ``0.0`` share
+    one; the caller compares in full).  None when a value is NaN or inf, or ``x / q`` overflows (only
+    the full rounding says what is stored), when there is no value, or when ``q`` is too large.
+    Plain Python on a few floats: cheaper here than numpy's calls (and it never warns)."""
     q = quantum(p)
     flat = stack.reshape(stack.shape[0], -1)
     k = min(HEAD, flat.shape[1])
     if k == 0 or q > HEAD_Q_MAX:
         return None
-    with np.errstate(invalid="ignore", over="ignore"):
-        h = np.multiply(flat[:, :k], inverse_quantum(p))     # = x / q, bit for bit
-        np.rint(h, out=h)
-    return h.tobytes()
+    inv = 1.0 / q                      # exact: q is a power of two (inverse_quantum)
+    try:
+        return tuple([round(x * inv) for row in flat[:, :k].tolist() for x in row])   # x * inv = x / q
+    except (OverflowError, ValueError):
+        return None
 
 
 def _same_bytes(r: np.ndarray, a: np.ndarray) -> bool:

@@ -250,12 +250,13 @@ class Buffering:
         ``lazy``: None, or (a pipelined append of one frame) ``({column: precision}, rounded heads)``
         for the columns of ``values`` given unrounded (buffered as :class:`Unrounded`)."""
         u = 0
-        n = len(ks)
+        kl = ks.tolist()           # the frames as Python ints (numpy scalars cost ~0.1 us each here)
+        n = len(kl)
         while u < n:
-            k0 = int(ks[u])
-            contiguous = int(ks[-1]) - k0 == n - 1 - u
+            k0 = kl[u]
+            contiguous = kl[-1] - k0 == n - 1 - u
             if bs.n_updates and bs.regular and rows == bs.uniform and contiguous and i0 + k0 == bs.n_updates:
-                sel = slice(k0, int(ks[-1]) + 1)
+                sel = slice(k0, kl[-1] + 1)
                 frames = None
             elif bs.si is not None and not bs.regular:
                 sel = ks[u:]
@@ -276,8 +277,8 @@ class Buffering:
                 bs.cols[c].append(Unrounded(v, deferred[c]) if c in deferred else v)
             for c, m in masks.items():
                 bs.masks[c].append(m[sel].reshape(cnt * rows))
-            last = int(ks[-1])
-            if len(ks) > 1:        # the latest rows, not a view holding the run's stack alive
+            last = kl[-1]
+            if n > 1:              # the latest rows, not a view holding the run's stack alive
                 lv = {c: v[last].copy() for c, v in values.items()}
                 lm = {c: m[last].copy() for c, m in masks.items()}
             else:
@@ -287,7 +288,8 @@ class Buffering:
             bs.total_rows += cnt * rows
             bs.last = (rows, lv, lm)
             bs.last_p, bs.last_head = lazy if lazy is not None else (None, None)
-            bs.target_max = self._target_max(bs.decl, lv, lm)
+            if bs.decl.targets:
+                bs.target_max = self._target_max(bs.decl, lv, lm)
             return
 
     def _add_steps(self, first: int, count: int) -> None:

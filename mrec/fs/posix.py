@@ -167,11 +167,13 @@ class KeptFiles:
         if fd is None:
             return None
         alive = self._finalizer
+        pread = os.pread
 
         def read(offset: int, length: int) -> bytes:
             if not alive.alive:                     # closed since: by path, as any read
                 return PosixFileSystem.read_range(DEFAULT_POSIX, path, offset, length)
-            return _pread_all(fd, length, offset)
+            first = pread(fd, length, offset)
+            return first if len(first) == length else _pread_all(fd, length, offset)
         return read
 
     def close(self) -> None:

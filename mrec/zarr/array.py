@@ -472,8 +472,8 @@ class Array:
         if lean is None or lean[0] is not m:
             geo = self._fast_geometry()
             into = self._decoder_into() if geo is not None else None
-            lean = self._lean = (m, geo, into, {})
-        _m, geo, into, keys = lean
+            lean = self._lean = (m, geo, into, {}, self.sharding.chunk_shape if into else None, m.data_type.numpy)
+        _m, geo, into, keys, chunk_shape, np_dtype = lean
         if into is None:
             return None
         srows, irows, tail, _ = geo
@@ -492,9 +492,9 @@ class Array:
             if index is None:
                 return None
             ranges = getattr(self.store, "range_reader", None)
-            got = keys[c0] = (key, index, ranges(key) if ranges is not None else None)
-        key, index, fetch = got
-        if self._index_cache.get(key) is not index or not self._as_written(key, index):
+            got = keys[c0] = (key, index, ranges(key) if ranges is not None else None, self._as_written(key, index))
+        key, index, fetch, written = got
+        if self._index_cache.get(key) is not index or not written or key in self.unverified_indexes:
             keys.pop(c0, None)                   # the index was dropped or rebuilt since
             return None
         coord = (i0, *tail)
@@ -509,7 +509,7 @@ class Array:
             inflated = self._inflated
             if inflated is not None and inflated[0] == (key, coord, off, n):
                 # the second frame of a chunk: unshuffled whole now, and cached for the rest
-                chunk = np.empty(self.sharding.chunk_shape, dtype=m.data_type.numpy)
+                chunk = np.empty(chunk_shape, dtype=np_dtype)
                 self._part_decoder()[2](inflated[1], chunk)
                 self._inflated = None
                 self._chunk_cache = ((key, coord, off, n), chunk, irows, True)
@@ -529,14 +529,14 @@ class Array:
                 data = part[0](raw)
                 if data is None:
                     return None
-                out = np.empty((stop - start, *self.sharding.chunk_shape[1:]), dtype=m.data_type.numpy)
+                out = np.empty((stop - start, *chunk_shape[1:]), dtype=np_dtype)
                 part[1](data, a, a + stop - start, out)
             except Exception:                   # noqa: BLE001 - the general path decodes and reports
                 return None
             self._last_read = (key, i0)
             self._inflated = ((key, coord, off, n), data)
             return out
-        chunk = np.empty(self.sharding.chunk_shape, dtype=m.data_type.numpy)
+        chunk = np.empty(chunk_shape, dtype=np_dtype)
         try:
             if not into(raw, chunk):
                 return None

@@ -241,6 +241,19 @@ def test_a_reader_keeps_its_snapshot_and_releases_it_on_close(tmp_path, packed):
     assert _open_fds() == before
 
 
+def flip_inner_chunk(record, col: str, i: int) -> None:
+    """Flip one bit in the middle of inner chunk ``i`` of shard 0 of ``trajectory/atoms/<col>``."""
+    from mrec.zarr.array import Array
+    from mrec.zarr.store import DirectoryStore
+    arr = Array.open(DirectoryStore(str(record)), f"trajectory/atoms/{col}")
+    index = arr.shard_index(arr.chunk_key((0,)))
+    off, n = int(index.offsets[i]), int(index.nbytes[i])
+    shard = record / "trajectory" / "atoms" / col / "c" / "0"
+    raw = bytearray(shard.read_bytes())
+    raw[off + n // 2] ^= 0x40
+    shard.write_bytes(bytes(raw))
+
+
 @pytest.mark.parametrize("atoms", [3000, 100])
 def test_random_whole_chunk_frames_read_their_values_and_report_a_damaged_chunk(tmp_path, atoms):
     """Frames read in random order through Array._whole_chunk — one inner chunk each (3000 atoms), or
@@ -259,15 +272,8 @@ def test_random_whole_chunk_frames_read_their_values_and_report_a_damaged_chunk(
     w.extend([{"atoms": {"x": p[:, 0], "y": p[:, 1], "z": p[:, 2]}} for p in pos])
     w.close()
     with mrec.TrajectoryReader(path) as r:
-        arr = r.layout.blocks["atoms"].columns["y"]
-        assert arr.sharding.chunk_shape[0] == per * atoms
-        key = arr.chunk_key((0,))
-        index = arr.shard_index(key)
-        off, n = int(index.offsets[17]), int(index.nbytes[17])
-    shard = path / "trajectory" / "atoms" / "y" / "c" / "0"
-    raw = bytearray(shard.read_bytes())
-    raw[off + n // 2] ^= 0x40
-    shard.write_bytes(bytes(raw))
+        assert r.layout.blocks["atoms"].columns["y"].sharding.chunk_shape[0] == per * atoms
+    flip_inner_chunk(path, "y", 17)
     with mrec.TrajectoryReader(path) as r:
         for i in [33, 3, 17, 18, 16, 39, 0, 17, 4, 5, 3]:
             i *= per

@@ -92,7 +92,7 @@ class _BlockState:
         self.last: tuple[int, dict, dict] | None = None     # rows, values, masks of the latest update
         # a pipelined append buffers f64 columns unrounded (trajectory_land.Unrounded): then the
         # latest update's values of those columns are raw, ``last_p`` names them with their
-        # precision, and ``last_head`` holds the rounded heads of their groups (rounded_head)
+        # precision, and ``last_head`` holds the head keys of their groups (rounded_head)
         self.last_p: dict | None = None
         self.last_head: dict | None = None
         self.attrs: dict = {}
@@ -141,7 +141,7 @@ class _BlockState:
                 full[c] = round_to_precision(values[c], p)
         return self.differs(rows, full, masks), heads
 
-    def _head(self, cols: tuple, p) -> bytes | None:
+    def _head(self, cols: tuple, p) -> tuple | None:
         """The latest update's key for the group ``cols`` of precision ``p``, as :func:`rounded_head`
         makes it for the frame being appended.  Raw or stored values give the same key (the key of
         a value is the key of its rounding), so any latest update serves."""

@@ -423,7 +423,7 @@ class Planning:
             values, masks = {}, {}
             unrounded = []
             for p, group in spec[name][2]:
-                if defer and p is not None:
+                if defer and p is not None and not (name in self.system and "id" in group):   # ids: as given
                     srcs = [run[0][name][c] for c in group]
                     v = stack_rows(srcs) if len(srcs) > 1 else srcs[0][None].copy()   # the writer's copy
                     unrounded.append((p, tuple(group), v))

@@ -463,10 +463,11 @@ class Array:
         read), in the plain case only: its shard index cached and read as written (not rebuilt), the
         chunk not the next of a forward walk (read-ahead is :meth:`_one_chunk_range`'s), its bytes read
         whole through the shard's range reader and decoded in place by the fused decoder.  A whole
-        chunk is returned as decoded (not cached: the next frame is the next chunk); part of one is
-        copied out of it, and the chunk is cached for its neighbours (every row verified: an index
-        read as written trusts all of them).  The bytes and checks of :meth:`_one_chunk_range`
-        without its bookkeeping; None otherwise."""
+        chunk is returned as decoded (not cached: the next frame is the next chunk).  Part of one
+        is inflated and only its rows unshuffled (:meth:`CodecPipeline.part_decoder`), the inflated
+        bytes kept; the next part read of the same chunk unshuffles it whole from them and caches it
+        for its other neighbours (every row verified: an index read as written trusts all of them).
+        The bytes and checks of :meth:`_one_chunk_range` without its bookkeeping; None otherwise."""
         lean = self._lean
         m = self.meta
         if lean is None or lean[0] is not m:

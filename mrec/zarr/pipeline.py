@@ -138,11 +138,8 @@ class CodecPipeline:
         then :meth:`encode` is the way."""
         if self.array_array or not self.bytes_bytes or not isinstance(self.array_bytes, BytesCodec):
             return None
-        try:
-            disk = self.array_bytes._disk_dtype(spec)
-        except MetadataError:
-            return None
-        if disk.kind not in "biufc":
+        disk = _numeric_disk(self.array_bytes, spec)
+        if disk is None:
             return None
         steps = [getattr(c, "encode_view", c.encode) for c in self.bytes_bytes[:-1]]
         last = self.bytes_bytes[-1].encode
@@ -487,6 +484,16 @@ def _fused_crc_zstd(codecs: tuple, nbytes: int):
     return fused
 
 
+def _numeric_disk(array_bytes: BytesCodec, spec: ChunkSpec):
+    """The dtype the ``bytes`` codec stores ``spec``'s values as, when numeric (what the encoders
+    view as bytes); None for strings and what it cannot store."""
+    try:
+        disk = array_bytes._disk_dtype(spec)
+    except MetadataError:
+        return None
+    return disk if disk.kind in "biufc" else None
+
+
 def _shuffle_zstd_crc(pipeline: "CodecPipeline"):
     """(the shuffle's element size, 1 without one; the zstd codec) when ``pipeline`` is the reference
     writer's plain chain: no array→array codec, ``bytes``, an optional ``numcodecs.shuffle``, ``zstd``,
@@ -670,11 +677,8 @@ def batch_encoder(pipeline: "CodecPipeline", spec: ChunkSpec):
     if plain is None:
         return None
     n, zstd = plain
-    try:
-        disk = pipeline.array_bytes._disk_dtype(spec)
-    except MetadataError:
-        return None
-    if disk.kind not in "biufc":
+    disk = _numeric_disk(pipeline.array_bytes, spec)
+    if disk is None:
         return None
     elements = math.prod(spec.shape)
     nbytes = disk.itemsize * elements

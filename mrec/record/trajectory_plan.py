@@ -425,7 +425,7 @@ class Planning:
             for p, group in spec[name][2]:
                 if defer and p is not None and not (name in self.system and "id" in group):   # ids: as given
                     srcs = [run[0][name][c] for c in group]
-                    v = stack_rows(srcs) if len(srcs) > 1 else srcs[0][None].copy()   # the writer's copy
+                    v = stack_rows(srcs)          # a fresh array: the writer's own copy
                     unrounded.append((p, tuple(group), v))
                     v = v.reshape(len(group), 1, *v.shape[1:])
                     for g, c in enumerate(group):

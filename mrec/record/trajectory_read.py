@@ -761,13 +761,11 @@ class TrajectoryReader:
         return ok
 
     def __getitem__(self, i):
-        if type(i) is int and 0 <= i < self.layout.nstep:
-            pass                                # the usual call: a frame's ordinal
-        elif isinstance(i, slice):
-            return list(self._iter_frames(range(*i.indices(len(self)))))
-        elif not isinstance(i, (int, np.integer)) or isinstance(i, (bool, np.bool_)):
-            return [self[int(k)] for k in self.ordinals(i)]
-        else:
+        if type(i) is not int or not 0 <= i < self.layout.nstep:    # the usual call skips these
+            if isinstance(i, slice):
+                return list(self._iter_frames(range(*i.indices(len(self)))))
+            if not isinstance(i, (int, np.integer)) or isinstance(i, (bool, np.bool_)):
+                return [self[int(k)] for k in self.ordinals(i)]
             i = self._ordinal(i)
         plan = self._plain_plan
         if plan is None:

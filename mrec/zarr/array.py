@@ -473,8 +473,9 @@ class Array:
         if lean is None or lean[0] is not m:
             geo = self._fast_geometry()
             into = self._decoder_into() if geo is not None else None
-            lean = self._lean = (m, geo, into, {}, self.sharding.chunk_shape if into else None, m.data_type.numpy)
-        _m, geo, into, keys, chunk_shape, np_dtype = lean
+            lean = self._lean = (m, geo, into, {}, self.sharding.chunk_shape if into else None, m.data_type.numpy,
+                                 self._part_decoder() if into else None)
+        _m, geo, into, keys, chunk_shape, np_dtype, part_dec = lean
         if into is None:
             return None
         srows, irows, tail, _ = geo
@@ -511,7 +512,7 @@ class Array:
             if inflated is not None and inflated[0] == (key, coord, off, n):
                 # the second frame of a chunk: unshuffled whole now, and cached for the rest
                 chunk = np.empty(chunk_shape, dtype=np_dtype)
-                self._part_decoder()[2](inflated[1], chunk)
+                part_dec[2](inflated[1], chunk)
                 self._inflated = None
                 self._chunk_cache = ((key, coord, off, n), chunk, irows, True)
                 return chunk[a:a + stop - start].copy()
@@ -522,7 +523,7 @@ class Array:
         raw = fetch(off, n) if fetch is not None else self.store.get_range(key, off, n)
         if raw is None or len(raw) != n:
             return None
-        part = None if whole else self._part_decoder()
+        part = None if whole else part_dec
         if part is not None:
             # part of a chunk (a small frame): inflated, and only its rows unshuffled; the inflated
             # bytes are kept for a neighbour (every row verified, as below)

@@ -28,6 +28,21 @@ from test_read_fastpaths import _pipeline, damaged_chunk  # noqa: E402  (spec_te
 DTYPES = ["float64", "uint16", "int32", "int16", "uint8", "int64", "complex128"]
 
 
+def laid_out(raws, cuts=()):
+    """``raws`` as a reader holds chunks read as ranges: memoryviews of a few joined buffers (cut
+    before each index in ``cuts``), with the batch decoder's layout ``[(buffer, starts, sizes)]``."""
+    views, layout = [], []
+    bounds = [0, *sorted(c for c in set(cuts) if 0 < c < len(raws)), len(raws)]
+    for lo, hi in zip(bounds, bounds[1:]):
+        buf = b"".join(raws[lo:hi])
+        sizes = np.array([len(r) for r in raws[lo:hi]], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        mv = memoryview(buf)
+        views += [mv[a:a + n] for a, n in zip(starts.tolist(), sizes.tolist())]
+        layout.append((buf, starts, sizes))
+    return views, layout
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(DTYPES), st.integers(1, 400), st.integers(1, 140), st.booleans(),
        st.sampled_from([1, 2, 3]), st.booleans(), st.integers(0, 2**32 - 1))
@@ -49,6 +64,12 @@ def test_batch_decoder_gives_each_chunks_plain_decode(dtype, rows, chunks, shuff
     else:
         dest = np.zeros((chunks, rows), dtype=dt.numpy)
     assert batch(raws, dest, threads) is True
+    for i in range(chunks):
+        assert dest[i].tobytes() == pipe.decode(raws[i], spec).tobytes() == data[i].tobytes()
+    # the same chunks read as ranges of one or a few buffers (the frame headers checked at once)
+    dest[...] = 0
+    views, layout = laid_out(raws, cuts=(chunks // 3, chunks // 2))
+    assert batch(views, dest, threads, layout) is True
     for i in range(chunks):
         assert dest[i].tobytes() == pipe.decode(raws[i], spec).tobytes() == data[i].tobytes()
     if strided:
@@ -83,6 +104,16 @@ def test_batch_decoder_declines_what_is_not_plain(damage, threads):
     raws = [good] * 5 + [raw] + [good] * 5
     assert batch(raws, np.zeros((len(raws), 64)), threads) is False
     assert batch([good] * 11, np.zeros((11, 64)), threads) is True
+    # read as ranges of buffers (the headers checked at once, the checksums by the threads): the same
+    # verdicts, wherever the damaged chunk lies (first of its buffer, inside, last of all)
+    for at in (0, 5, 10):
+        raws = [good] * 11
+        raws[at] = raw
+        for cuts in ((), (5,), (6,)):
+            views, layout = laid_out(raws, cuts)
+            assert batch(views, np.zeros((11, 64)), threads, layout) is False, (at, cuts)
+    views, layout = laid_out([good] * 11, (4,))
+    assert batch(views, np.zeros((11, 64)), threads, layout) is True
     if damage == "no content size":
         assert pipe.decode(raw, spec).tobytes() == np.arange(64, dtype=np.float64).tobytes()
         return

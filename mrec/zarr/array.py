@@ -942,16 +942,18 @@ class Array:
             return None
         return offs.astype(np.int64), sizes.astype(np.int64)
 
-    def _run_pieces(self, key: str, offs: np.ndarray, sizes: np.ndarray) -> list | None:
-        """The raw bytes of inner chunks whose entries lie back to back, read as one range: one
-        memoryview a chunk; None for an absent or short file."""
+    def _run_pieces(self, key: str, offs: np.ndarray, sizes: np.ndarray) -> tuple | None:
+        """The raw bytes of inner chunks whose entries lie back to back, read as one range: (one
+        memoryview a chunk, the batch decoder's layout segment ``(bytes, starts, sizes)``); None for
+        an absent or short file."""
         o0 = int(offs[0])
         span = int(offs[-1] + sizes[-1]) - o0
         raw = self.store.get_range(key, o0, span)
         if raw is None or len(raw) != span:
             return None
         mv = memoryview(raw)
-        return [mv[o:o + k] for o, k in zip((offs - o0).tolist(), sizes.tolist())]
+        starts = offs - o0
+        return [mv[o:o + k] for o, k in zip(starts.tolist(), sizes.tolist())], (raw, starts, sizes)
 
     def _batch_whole(self, key: str, index: ShardIndex, out: np.ndarray, r_lo: int, r_hi: int,
                      threads: int | None) -> set:
@@ -987,16 +989,17 @@ class Array:
         for lo, hi in zip(cuts, cuts[1:]):
             if hi <= lo:
                 continue
-            pieces = self._run_pieces(key, offs[lo:hi], sizes[lo:hi])
-            if pieces is None:
+            got = self._run_pieces(key, offs[lo:hi], sizes[lo:hi])
+            if got is None:
                 return done
+            pieces, segment = got
             r0 = (a + lo) * ir - r_lo
             dest = out[r0:r0 + (hi - lo) * ir].view()
             try:
                 dest.shape = (hi - lo, -1)            # a view (any strides), never a copy
             except AttributeError:
                 return done
-            if not batch(pieces, dest, decode_parts(hi - lo, (hi - lo) * chunk_bytes, threads)):
+            if not batch(pieces, dest, decode_parts(hi - lo, (hi - lo) * chunk_bytes, threads), [segment]):
                 return done
             done.update((i0, *tail) for i0 in range(a + lo, a + hi))
         return done
@@ -1157,7 +1160,7 @@ def read_together(arrays: list, start: int, stop: int, threads: int | None = Non
     a0 = (start - c0 * srows) // irows
     n = (stop - start) // irows
     m = first.meta
-    pieces = []
+    pieces, layout = [], []
     for arr in arrays:
         if arr is not first and (arr._fast_geometry() != geo or arr.meta.data_type != m.data_type
                                  or arr.sharding.codecs != first.sharding.codecs):
@@ -1176,10 +1179,11 @@ def read_together(arrays: list, start: int, stop: int, threads: int | None = Non
         got = arr._run_pieces(key, offs, sizes)
         if got is None:
             return None
-        pieces.extend(got)
+        pieces.extend(got[0])
+        layout.append(got[1])
     out = np.empty((len(arrays), stop - start, *m.shape[1:]), dtype=m.data_type.numpy)
     dest = out.reshape(len(arrays) * n, -1)
-    if not batch(pieces, dest, decode_parts(len(pieces), len(pieces) * ibytes, threads)):
+    if not batch(pieces, dest, decode_parts(len(pieces), len(pieces) * ibytes, threads), layout):
         return None
     return list(out)
 

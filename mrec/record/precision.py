@@ -79,6 +79,13 @@ def _inverse_quantum_of(value: float) -> float:
     return 1.0 / _quantum_of(value)
 
 
+@functools.lru_cache(maxsize=256)
+def _grid(p: Any) -> tuple[float, float]:
+    """``(quantum(p), inverse_quantum(p))``, remembered by ``p`` (a writer rounds each frame's columns
+    with the same few precisions: the checks of :func:`check_precision` once, not per call)."""
+    return quantum(p), inverse_quantum(p)
+
+
 def _as_f64(values: Any, what: str) -> np.ndarray:
     a = np.asarray(values)
     if a.dtype.kind != "f" or a.dtype.itemsize != 8:
@@ -123,7 +130,7 @@ def round_in_place(a: np.ndarray, p: Any) -> bool:
     inf, or ``x / q`` overflowing), detected by the sum of the result; then it returns False, ``a``
     is garbage, and the caller rounds the original values with :func:`round_to_precision`.
     """
-    q, inv = quantum(p), inverse_quantum(p)
+    q, inv = _grid(p)
     with np.errstate(invalid="ignore", over="ignore"):
         np.multiply(a, inv, out=a)          # = a / q, bit for bit (inverse_quantum)
         np.rint(a, out=a)
@@ -151,7 +158,7 @@ def stack_rounded(arrays: list, p: Any) -> np.ndarray | None:
     if np.size(arrays[0]) < 1024:      # small rows: one stack costs less than a divide per row
         out = stack_rows(arrays)
         return out if round_in_place(out, p) else None
-    q, inv = quantum(p), inverse_quantum(p)
+    q, inv = _grid(p)
     out = np.empty((len(arrays), *np.shape(arrays[0])), dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         for k, a in enumerate(arrays):

@@ -11,6 +11,7 @@ import os
 import threading
 
 import numpy as np
+import zstandard
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -19,6 +20,7 @@ from mrec.errors import CorruptionError
 from mrec.fs.posix import KeptFiles
 from mrec.zarr import parallel
 from mrec.zarr.codecs.base import ChunkSpec
+from mrec.zarr.codecs.crc32c_ import crc32c
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.pipeline import CodecPipeline
 
@@ -119,6 +121,50 @@ def test_batch_decoder_declines_what_is_not_plain(damage, threads):
         return
     with pytest.raises(CorruptionError):
         pipe.decode(raw, spec)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["float64", "uint8", "int32"]), st.integers(1, 300), st.integers(2, 40), st.booleans(),
+       st.lists(st.tuples(st.integers(0, 2**31), st.integers(0, 2**31),
+                          st.sampled_from(["flip", "cut", "grow", "tail byte", "tail frame"])),
+                max_size=3),
+       st.lists(st.integers(1, 39), max_size=3), st.sampled_from([1, 2]), st.booleans())
+def test_a_laid_out_batch_gives_the_verdict_and_bytes_of_the_chunk_list(dtype, rows, chunks, shuffle, damage, cuts,
+                                                                      threads, reseal):
+    """Differential: chunks read as ranges (the layout form: headers checked at once, checksums on the
+    threads) and the same chunks as a list (the per-chunk loop) get the same verdict under any damage
+    — a flipped byte anywhere (header, block header, body, checksum), a chunk cut short or grown by a
+    byte, a byte or a whole frame after its frame, each with its checksum left or made to match the
+    damaged bytes — and the same bytes when they decode."""
+    dt = DATA_TYPES[dtype]
+    spec = ChunkSpec((rows,), dt, 0, "x")
+    pipe = _pipeline(dt.numpy.itemsize, shuffle)
+    batch = pipe.batch_decoder(spec)
+    rng = np.random.default_rng(rows * 1000 + chunks)
+    data = rng.integers(0, 256, (chunks, rows * dt.numpy.itemsize), dtype=np.uint8).view(dt.numpy)
+    raws = [bytearray(pipe.encode(data[i], spec)) for i in range(chunks)]
+    for which, where, how in damage:
+        raw = raws[which % chunks]
+        if how == "flip" and raw:
+            raw[where % len(raw)] ^= 1 << (where % 8)
+        elif how == "cut" and raw:
+            del raw[where % len(raw):]
+        elif how == "grow":
+            raw.insert(where % (len(raw) + 1), where % 256)
+        elif how == "tail byte":               # a byte after the frame, before the checksum
+            raw[-4:-4] = bytes([where % 256])
+        elif how == "tail frame":              # a second (valid) frame after the first
+            raw[-4:-4] = zstandard.ZstdCompressor().compress(bytes(where % 7))
+        if reseal and len(raw) >= 4:          # the checksum made to match: only the frame checks see it
+            raw[-4:] = crc32c(bytes(raw[:-4])).to_bytes(4, "little")
+    raws = [bytes(r) for r in raws]
+    listed = np.zeros((chunks, rows), dtype=dt.numpy)
+    verdict = batch(raws, listed, threads)
+    laid = np.zeros((chunks, rows), dtype=dt.numpy)
+    views, layout = laid_out(raws, cuts)
+    assert batch(views, laid, threads, layout) is verdict
+    if verdict:
+        assert laid.tobytes() == listed.tobytes()
 
 
 def test_batch_decoder_declines_a_destination_of_another_shape_or_dtype():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 
 import numpy as np
 import zstandard
@@ -216,6 +217,68 @@ def test_reads_on_several_cores_are_the_serial_reads(tmp_path, monkeypatch, thre
     assert pos.tobytes() == np.ascontiguousarray(want_pos.transpose(0, 2, 1)).tobytes()
     for k, c in enumerate("xyz"):
         assert cols[c].tobytes() == np.ascontiguousarray(want_pos[:, k, :]).reshape(-1).tobytes()
+
+
+@pytest.fixture(scope="module")
+def shard_bytes(tmp_path_factory):
+    """A record whose column ``x`` is one shard of 20 inner chunks (a whole-column read takes the batch
+    decoder's layout form), and that shard's bytes."""
+    path = tmp_path_factory.mktemp("shard") / "t.mrec"
+    _record(path, frames=400)
+    arr = mrec.zarr.array.Array.open(mrec.zarr.store.DirectoryStore(str(path)), "trajectory/atoms/x")
+    assert -(-arr.meta.shape[0] // arr.sharding.chunk_shape[0]) == 20
+    index_end = arr.sharding.index_size(arr.sharding.grid(arr.meta.chunk_shape, "x"))   # the index comes first
+    return path, (path / "trajectory/atoms/x/c/0").read_bytes(), index_end
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["flip", "overwrite", "cut", "extend"]), st.integers(0, 2**31),
+                          st.integers(0, 255)), min_size=1, max_size=3), st.sampled_from([1, 2]))
+def test_a_damaged_shard_reads_as_it_does_without_the_batch_decoder(shard_bytes, monkeypatch_session, damage,
+                                                                   threads):
+    """A whole column read through the batch decoder (one thread or two) over a shard damaged in its
+    chunk bytes — bits flipped, bytes overwritten, the file cut or grown — gives exactly what the
+    per-chunk path gives without it: the same values, or the same error (type and text)."""
+    path, good, index_end = shard_bytes
+    shard = path / "trajectory/atoms/x/c/0"
+    b = bytearray(good)
+    for how, at, value in damage:
+        at = index_end + at % (len(b) - index_end)
+        if how == "flip":
+            b[at] ^= 1 << (value % 8)
+        elif how == "overwrite":
+            b[at:at + 1 + value % 8] = bytes([value]) * (1 + value % 8)
+        elif how == "cut":
+            del b[max(index_end, len(b) - 1 - value):]
+        else:
+            b += bytes([value]) * (1 + value % 16)
+    shard.write_bytes(bytes(b))
+
+    def read(batch: bool):
+        if not batch:
+            monkeypatch_session.setattr("mrec.zarr.pipeline._batch_decoder", lambda *a, **k: None)
+        try:
+            arr = mrec.zarr.array.Array.open(mrec.zarr.store.DirectoryStore(str(path)), "trajectory/atoms/x",
+                                             appended=True)
+            try:
+                return ("values", arr.read(threads=threads if batch else 1).tobytes())
+            except mrec.MrecError as exc:
+                return (type(exc).__name__, str(exc))
+        finally:
+            monkeypatch_session.undo()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")       # a stand-in warning is the same on both paths
+            assert read(True) == read(False)
+    finally:
+        shard.write_bytes(good)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_session():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
 
 
 def test_call_all_marks_its_first_call_concurrent():

@@ -79,10 +79,18 @@ def _inverse_quantum_of(value: float) -> float:
     return 1.0 / _quantum_of(value)
 
 
-@functools.lru_cache(maxsize=256)
 def _grid(p: Any) -> tuple[float, float]:
     """``(quantum(p), inverse_quantum(p))``, remembered by ``p`` (a writer rounds each frame's columns
-    with the same few precisions: the checks of :func:`check_precision` once, not per call)."""
+    with the same few precisions: the checks of :func:`check_precision` once, not per call).  An
+    unhashable ``p`` is checked (and refused) as :func:`quantum` always did."""
+    try:
+        return _grid_of(p)
+    except TypeError:                  # unhashable: not a number, refused by check_precision below
+        return quantum(p), inverse_quantum(p)
+
+
+@functools.lru_cache(maxsize=256)
+def _grid_of(p: Any) -> tuple[float, float]:
     return quantum(p), inverse_quantum(p)
 
 

@@ -671,21 +671,26 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
         k = len(raws)
         if k == 0 or out.shape != (k, elements) or out.dtype != dt:
             return False
-        stored = None
         try:
             out = out[:, :, None].view(u8)                  # each element's bytes: a row of the unshuffle
             # every frame checked first, here: at once where the caller gave the chunks' layout (the
             # checksums are then the threads' to check), else in one loop (the checksums too); the
             # threads below then hold the GIL only for moments, so their hand-offs are short
-            if layout is not None:
-                stored = laid_out(layout)
-                if stored is not None and len(stored) != k:
-                    return False
-            bodies = raws if stored is not None else check(raws)
+            stored = laid_out(layout) if layout is not None else None
+            bodies = check(raws) if stored is None else None
         except (zstandard.ZstdError, ValueError, TypeError, BufferError, IndexError):
             return False
-        if bodies is None:
+        if stored is not None:
+            if len(stored) != k:
+                return False
+
+            def decode(dctx, a: int, b: int) -> bool:
+                return checked_piece(dctx, raws[a:b], stored[a:b], out[a:b])
+        elif bodies is None:
             return False
+        else:
+            def decode(dctx, a: int, b: int) -> bool:
+                return piece(dctx, bodies[a:b], out[a:b])
         # pieces of ~1 MiB taken in turn by ``threads`` threads (the first this one): a thread that
         # starts late or is slowed takes fewer, so they end together
         t = max(1, min(threads, k))
@@ -699,10 +704,7 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
                 for a in taken:
                     if failed:
                         return
-                    b = a + step
-                    done = piece(dctx, bodies[a:b], out[a:b]) if stored is None else \
-                        checked_piece(dctx, bodies[a:b], stored[a:b], out[a:b])
-                    if not done:
+                    if not decode(dctx, a, a + step):
                         failed.append(a)
                         return
             except (zstandard.ZstdError, ValueError, TypeError, BufferError):

@@ -122,6 +122,47 @@ def test_parallel_read_refuses_as_the_serial_read(tmp_path, damage, threads, cod
             assert serial[0] == "error", serial
 
 
+@pytest.mark.parametrize("damage", [None, 2, 5, 9])
+@pytest.mark.parametrize("rows", [None, slice(0, 96), slice(3, 93), slice(8, 80), slice(20, 21 + 8 * 9)])
+def test_leftovers_beside_a_batch_of_whole_chunks_read_as_the_serial_read(tmp_path, monkeypatch, damage, rows):
+    """A range read whose whole inner chunks the batch decoder takes run by run (runs of two chunks
+    here), leaving partial chunks at either end and, after a damaged chunk, every later run to the
+    per-chunk path: the values or the error of the serial read, and the batch reports the runs it
+    decoded as one range of inner-chunk rows."""
+    import mrec.zarr.array as array_mod
+    data = np.round(np.random.default_rng(3).normal(size=(96,)), 3)
+    store = _appended(tmp_path, data, 8, 12, 8)
+    if damage is not None:
+        shard = os.path.join(str(tmp_path), "x", "c", "0")
+        off, n = _chunk_span(store, (damage,))
+        raw = bytearray(open(shard, "rb").read())
+        raw[off + n // 2] ^= 0x10
+        with open(shard, "wb") as f:
+            f.write(raw)
+    monkeypatch.setattr(array_mod, "COALESCE_BYTES", 2 * _chunk_span(store, (0,))[1] + 1)
+    spans = []
+    whole = array_mod.Array._batch_whole
+
+    def spy(self, *args, **kwargs):
+        got = whole(self, *args, **kwargs)
+        spans.append(got)
+        return got
+    monkeypatch.setattr(array_mod.Array, "_batch_whole", spy)
+    got = _outcome(store, rows, 2)             # first: a result buffer that no earlier read filled
+    monkeypatch.undo()
+    serial = _outcome(store, rows, 1, serial_only=True)
+    assert got == serial
+    lo, hi = (0, 96) if rows is None else (rows.start, rows.stop)
+    hit = damage is not None and 8 * damage < hi and 8 * damage + 8 > lo     # the damaged chunk's rows are read
+    assert (serial[0] == "error") == hit
+    assert len(spans) == 1 and isinstance(spans[0], range)
+    first_whole, last_whole = -(-lo // 8), hi // 8
+    assert spans[0].start == first_whole
+    want_stop = damage if hit and first_whole <= damage < last_whole else last_whole
+    # runs of two chunks: the batch stops at the run holding the damaged chunk
+    assert spans[0].stop == (want_stop if want_stop == last_whole else first_whole + (damage - first_whole) // 2 * 2)
+
+
 def test_threads_default_to_the_machine_and_the_env_var(monkeypatch):
     monkeypatch.delenv("MREC_THREADS", raising=False)
     assert parallel.threads() == max(1, min(8, os.cpu_count() or 1))

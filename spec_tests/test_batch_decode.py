@@ -31,6 +31,22 @@ from test_read_fastpaths import _pipeline, damaged_chunk  # noqa: E402  (spec_te
 DTYPES = ["float64", "uint16", "int32", "int16", "uint8", "int64", "complex128"]
 
 
+@pytest.fixture(scope="module", autouse=True, params=["libzstd", "stream reader"])
+def inflate_with(request):
+    """Every test here runs twice: the batch decoder inflating through libzstd (one ctypes call a
+    piece, :mod:`mrec.zarr.codecs.zstd_native`) and through zstandard's stream reader (the path
+    without a usable libzstd).  Same bytes, same verdicts."""
+    from mrec.zarr.codecs import zstd_native
+    if request.param == "libzstd":
+        assert zstd_native.inflater() is not None, "no usable libzstd: the native path is not tested"
+        yield request.param
+        return
+    mp = pytest.MonkeyPatch()
+    mp.setattr(zstd_native, "inflater", lambda: None)
+    yield request.param
+    mp.undo()
+
+
 def laid_out(raws, cuts=()):
     """``raws`` as a reader holds chunks read as ranges: memoryviews of a few joined buffers (cut
     before each index in ``cuts``), with the batch decoder's layout ``[(buffer, starts, sizes)]``."""

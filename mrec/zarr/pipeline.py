@@ -521,9 +521,10 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
     pool).  A thread takes its part ~1 MiB at a time with few, long GIL-free calls (on this 2-core
     machine every GIL hand-off between busy threads costs more than a small chunk's decode): the
     checksums and frame headers are checked in a short Python loop, the frames are joined and
-    inflated by one zstandard reader into a buffer (straight into the result when nothing is left to
-    do), and one numpy transposed copy (which runs without the GIL; numcodecs' unshuffle holds it)
-    unshuffles them all.  Same checks and bytes as the one-chunk fused decoder: a checksum, a frame
+    inflated into a buffer (straight into the result when nothing is left to do) by ONE libzstd
+    call (:mod:`mrec.zarr.codecs.zstd_native`; without a usable libzstd, by one zstandard stream
+    reader, which takes the GIL back after every frame), and one numpy transposed copy (which runs
+    without the GIL; numcodecs' unshuffle holds it) unshuffles them all.  Same checks and bytes as the one-chunk fused decoder: a checksum, a frame
     that does not state and inflate to exactly the chunk's size or has bytes after it, anything
     unusual returns False, and the caller decodes through the labelled path (which reports the error
     at its chunk).
@@ -551,7 +552,9 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
 
     from .codecs.crc32c_ import crc32c
     from .codecs.zstd_ import _decompressor
+    from .codecs.zstd_native import inflater
     from .parallel import call_all
+    native = inflater()          # libzstd through ctypes when usable, else zstandard's stream reader
     count = nbytes // n
     elements = nbytes // dt.itemsize
     u8 = np.uint8
@@ -652,9 +655,13 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
         m = len(bodies)
         direct = n == 1 and dest.flags.c_contiguous
         buf = dest.reshape(-1) if direct else scratch(m)
-        with dctx.stream_reader(b"".join(bodies), read_across_frames=True) as reader:
-            if reader.readinto(buf) != m * nbytes:
+        if native is not None:                       # one libzstd call, the GIL released once
+            if native(b"".join(bodies), buf) != m * nbytes:
                 return False
+        else:
+            with dctx.stream_reader(b"".join(bodies), read_across_frames=True) as reader:
+                if reader.readinto(buf) != m * nbytes:
+                    return False
         if direct:
             return True
         if n == 1:

@@ -524,8 +524,8 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
     inflated into a buffer (straight into the result when nothing is left to do) by ONE libzstd
     call (:mod:`mrec.zarr.codecs.zstd_native`; without a usable libzstd, by one zstandard stream
     reader, which takes the GIL back after every frame), and one numpy transposed copy (which runs
-    without the GIL; numcodecs' unshuffle holds it) unshuffles them all.  Same checks and bytes as the one-chunk fused decoder: a checksum, a frame
-    that does not state and inflate to exactly the chunk's size or has bytes after it, anything
+    without the GIL; numcodecs' unshuffle holds it) unshuffles them all.  Same checks and bytes as
+    the one-chunk fused decoder: a checksum, a frame that does not state and inflate to exactly the chunk's size or has bytes after it, anything
     unusual returns False, and the caller decodes through the labelled path (which reports the error
     at its chunk).
 
@@ -655,11 +655,12 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
         m = len(bodies)
         direct = n == 1 and dest.flags.c_contiguous
         buf = dest.reshape(-1) if direct else scratch(m)
+        frames = b"".join(bodies)
         if native is not None:                       # one libzstd call, the GIL released once
-            if native(b"".join(bodies), buf) != m * nbytes:
+            if native(frames, buf) != m * nbytes:
                 return False
         else:
-            with dctx.stream_reader(b"".join(bodies), read_across_frames=True) as reader:
+            with dctx.stream_reader(frames, read_across_frames=True) as reader:
                 if reader.readinto(buf) != m * nbytes:
                     return False
         if direct:

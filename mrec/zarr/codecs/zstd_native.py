@@ -77,7 +77,8 @@ def _bind(path: str):
 
 
 class _Context:
-    """One thread's ZSTD_DCtx (not thread-safe), freed with the thread's local storage."""
+    """One thread's ZSTD_DCtx (not thread-safe), kept in the zstd codec's per-thread context cache
+    and freed with it."""
 
     __slots__ = ("ptr", "_free")
 
@@ -94,8 +95,11 @@ class _Context:
 
 
 def _make(lib) -> Callable[[bytes, np.ndarray], int]:
+    from .zstd_ import _cached             # the per-thread context cache of the zstd codec
     call = lib.ZSTD_decompressDCtx
-    local = threading.local()
+    # keyed by the code's address, not the object's id (which a later library object may reuse): a
+    # context is only ever handed to the library that made it (ctypes never unloads a library)
+    key = ("libzstd", ctypes.cast(call, ctypes.c_void_p).value)
 
     def inflate(frames: bytes, dst: np.ndarray) -> int:
         """Inflate the zstd frames ``frames`` (bytes: one or more whole frames back to back) into
@@ -104,9 +108,7 @@ def _make(lib) -> Callable[[bytes, np.ndarray], int]:
         size differs from its header's)."""
         if dst.dtype != np.uint8 or not dst.flags.c_contiguous or not dst.flags.writeable:
             raise ValueError("inflate needs a C-contiguous writable uint8 array")
-        ctx = getattr(local, "ctx", None)
-        if ctx is None:
-            ctx = local.ctx = _Context(lib)
+        ctx = _cached(key, lambda: _Context(lib))
         cap = dst.nbytes
         got = call(ctx.ptr, dst.ctypes.data if cap else None, cap, frames, len(frames))
         return got if got <= cap else -1       # libzstd's error codes are the top of size_t

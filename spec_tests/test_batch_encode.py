@@ -295,19 +295,91 @@ def test_a_batch_encode_failing_on_a_worker_leaves_the_store_at_its_last_commit(
     assert r[n + 19].blocks["atoms"]["y"].tobytes() == _xy(n + 19)["blocks"]["atoms"]["y"].tobytes()
 
 
-def test_the_committer_encodes_alone_while_it_keeps_up_and_on_the_pool_when_commits_queue(tmp_path, monkeypatch):
+def test_the_committer_encodes_alone_while_the_producer_runs_and_on_the_pool_when_commits_queue_or_it_waits(
+        tmp_path, monkeypatch):
     """A pipelined writer's committer leaves the other core to the producer: its batch encodes use one
-    thread, unless another commit already waits behind the one it runs (then the pool as well).  The
-    store is the serial writer's either way."""
+    thread while the producer is running and no other commit waits behind the one it lands; the pool
+    as well when a commit is queued behind it, or when the producer waits for the committer (flush,
+    close, a full queue), asked again at every landing.  The store is the serial writer's either way."""
+    import threading
+    import time as _time
+
+    import mrec
+    monkeypatch.setenv("MREC_THREADS", "2")
+    seen = []                   # threads of each batch encode on the committer, in order
+    real_enc = ShardedAppender._batch_encoder
+    real_land = ShardedAppender.land
+    lands = {"n": 0}
+    gates = {1: threading.Event(), 2: threading.Event()}   # commits held at their landing
+    landed = {k: threading.Event() for k in range(1, 6)}
+    holder = {}
+
+    def enc(self, where):
+        e = real_enc(self, where)
+        return None if e is None else (lambda runs, threads: (seen.append(threads), e(runs, threads))[1])
+
+    def land(self):
+        if not threading.current_thread().name.startswith("mrec-commit"):
+            return real_land(self)
+        lands["n"] += 1
+        n = lands["n"]
+        if n in gates:
+            assert gates[n].wait(30)
+        if n == 4:                            # lands once the producer has started to wait (in _drain)
+            end = _time.monotonic() + 30
+            while not holder["w"]._producer_waits:
+                assert _time.monotonic() < end
+                _time.sleep(0.001)
+        try:
+            return real_land(self)
+        finally:
+            landed[n].set()
+    monkeypatch.setattr(ShardedAppender, "_batch_encoder", enc)
+    monkeypatch.setattr(ShardedAppender, "land", land)
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=3000)
+    s.declare_column("atoms", "x", "f64", precision=1e-3)
+    frames = [{"blocks": {"atoms": {"x": np.random.default_rng(i).normal(size=3000)}}} for i in range(80)]
+    w = holder["w"] = mrec.TrajectoryWriter.create(tmp_path / "p.mrec", s, durable=False, flush_every=16,
+                                                   pipeline=True)
+    for f in frames[:16]:                     # one commit, landed while the producer goes on: alone
+        w.append(f)
+    gates[1].set()
+    assert landed[1].wait(30)
+    assert seen == [1]
+    for f in frames[16:48]:                   # two commits: the first held until the second is queued
+        w.append(f)
+    gates[2].set()
+    assert landed[3].wait(30)
+    assert seen == [1, 2, 1]                  # on the pool (the third waited behind it), then alone
+    for f in frames[48:64]:                   # one commit, landed while the producer waits for it
+        w.append(f)
+    w._drain()
+    assert seen == [1, 2, 1, 2]
+    assert not w._producer_waits
+    for f in frames[64:]:                     # and alone again once the producer runs
+        w.append(f)
+    assert landed[5].wait(30)
+    assert seen == [1, 2, 1, 2, 1]
+    w.close()
+    monkeypatch.setattr(ShardedAppender, "land", real_land)
+    with mrec.TrajectoryWriter.create(tmp_path / "s.mrec", s, durable=False, flush_every=16) as w2:
+        w2.extend(frames)
+    assert _tree(tmp_path / "p.mrec") == _tree(tmp_path / "s.mrec")
+
+
+def test_a_full_queue_lets_the_committer_use_the_pool_while_the_producer_waits(tmp_path, monkeypatch):
+    """``_queue_commit`` waiting for the oldest commit (the queue holds QUEUE_BYTES) is the producer
+    waiting: the committer's landing uses the pool meanwhile, and the flag is down once it returns."""
     import threading
 
     import mrec
     monkeypatch.setenv("MREC_THREADS", "2")
-    seen = []                   # (commit number, threads) of each batch encode on the committer
-    gate = threading.Event()
+    seen = []
     real_enc = ShardedAppender._batch_encoder
     real_land = ShardedAppender.land
-    lands = {"n": 0}
+    holder = {}
+    waited = threading.Event()
 
     def enc(self, where):
         e = real_enc(self, where)
@@ -315,31 +387,35 @@ def test_the_committer_encodes_alone_while_it_keeps_up_and_on_the_pool_when_comm
 
     def land(self):
         if threading.current_thread().name.startswith("mrec-commit"):
-            lands["n"] += 1
-            if lands["n"] == 1:
-                assert gate.wait(30)          # the first commit waits: the next two queue behind it
+            w = holder["w"]
+            # the first commit lands only once the producer waits for it: the second one overflowed
+            # the queue (one commit's rows are more than QUEUE_BYTES / 2 here)
+            if not waited.is_set():
+                for _ in range(30000):
+                    if w._producer_waits:
+                        break
+                    threading.Event().wait(0.001)
+                assert w._producer_waits
+                waited.set()
         return real_land(self)
     monkeypatch.setattr(ShardedAppender, "_batch_encoder", enc)
     monkeypatch.setattr(ShardedAppender, "land", land)
     s = mrec.SequenceSchema()
     s.declare_block("atoms", rows=3000)
     s.declare_column("atoms", "x", "f64", precision=1e-3)
-    frames = [{"blocks": {"atoms": {"x": np.random.default_rng(i).normal(size=3000)}}} for i in range(64)]
-    w = mrec.TrajectoryWriter.create(tmp_path / "p.mrec", s, durable=False, flush_every=16, pipeline=True)
-    for f in frames[:48]:                     # three commits queued, the first held at its landing
+    frames = [{"blocks": {"atoms": {"x": np.random.default_rng(i).normal(size=3000)}}} for i in range(32)]
+    w = holder["w"] = mrec.TrajectoryWriter.create(tmp_path / "q.mrec", s, durable=False, flush_every=16,
+                                                   pipeline=True)
+    monkeypatch.setattr(w, "QUEUE_BYTES", 16 * 3000 * 8 + 1)     # room for one commit's rows
+    for f in frames:
         w.append(f)
-    gate.set()
-    w._drain()
-    assert seen == [1, 2, 1]                  # alone, on the pool (the third waited), alone
-    for f in frames[48:]:                     # a commit queued while the committer is idle: alone
-        w.append(f)
-    w._drain()
+    assert waited.is_set() and seen[0] == 2
+    assert not w._producer_waits
     w.close()
-    assert seen == [1, 2, 1, 1]
     monkeypatch.setattr(ShardedAppender, "land", real_land)
     with mrec.TrajectoryWriter.create(tmp_path / "s.mrec", s, durable=False, flush_every=16) as w2:
         w2.extend(frames)
-    assert _tree(tmp_path / "p.mrec") == _tree(tmp_path / "s.mrec")
+    assert _tree(tmp_path / "q.mrec") == _tree(tmp_path / "s.mrec")
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

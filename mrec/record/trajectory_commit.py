@@ -151,7 +151,11 @@ class Committing:
         queue = self._queue
         while queue and (queue[0][0].done() or self._queued_bytes + nbytes > self.QUEUE_BYTES):
             fut, n = queue.popleft()
-            fut.result()
+            self._producer_waits = True      # a full queue: the committer may use the pool meanwhile
+            try:
+                fut.result()
+            finally:
+                self._producer_waits = False
             self._queued_bytes -= n
         if self._committer is None:
             from concurrent.futures import ThreadPoolExecutor
@@ -164,25 +168,36 @@ class Committing:
         if self.failed is not None:
             return
         # encode on this thread alone while it keeps up (the producer's core stays free); on the
-        # pool too when another commit already waits behind this one
-        behind = sum(1 for fut, _n in list(self._queue) if not fut.done()) > 1
+        # pool too, asked again at each array's landing, when another commit waits behind this one
+        # or the producer waits for the committer (flush, close, a full queue)
         try:
             for w, rows in moves:
                 w.appender.append_many(settled(rows))
-            with one_thread(not behind):
+            with one_thread(self._committer_alone):
                 self._land_and_publish(durable, plan)
         except BaseException as exc:
             if self.failed is None:
                 self._fail(exc)
                 self._unreported = self.failed
 
+    def _committer_alone(self) -> bool:
+        """(On the committer thread.)  Whether the commit landing now keeps to its own thread: the
+        producer is not waiting for it and no other commit is queued behind it."""
+        if self._producer_waits:
+            return False
+        return sum(1 for fut, _n in list(self._queue) if not fut.done()) <= 1
+
     def _drain(self) -> None:
         """Wait for every queued commit (flush, close, a failure elsewhere)."""
         queue = self._queue
-        while queue:
-            fut, n = queue.popleft()
-            fut.result()
-            self._queued_bytes -= n
+        self._producer_waits = True          # the committer may use the pool meanwhile
+        try:
+            while queue:
+                fut, n = queue.popleft()
+                fut.result()
+                self._queued_bytes -= n
+        finally:
+            self._producer_waits = False
 
     def _surface(self) -> None:
         """Raise, once, the :class:`WriteError` of a queued commit that failed since the last call."""

@@ -88,6 +88,7 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
         self._queued_bytes = 0
         self._committer = None
         self._unreported: WriteError | None = None   # a queued commit's failure, raised at the next call
+        self._producer_waits = False       # the producer waits for the committer (_drain, a full queue)
 
     # -- append ---------------------------------------------------------------------------------
     def append(self, frame, step=None, time=None) -> None:

@@ -85,7 +85,10 @@ def batch_threads(nbytes: int) -> int:
     """How many threads a batch encode of ``nbytes`` input bytes uses (``pipeline.batch_encoder``):
     :func:`threads`, or 1 below :data:`MIN_PARALLEL_BYTES` and inside a pool worker."""
     n = threads()
-    if n == 1 or nbytes < MIN_PARALLEL_BYTES or in_worker() or getattr(_local, "solo", False):
+    if n == 1 or nbytes < MIN_PARALLEL_BYTES or in_worker():
+        return 1
+    solo = getattr(_local, "solo", False)
+    if solo is not False and (solo is True or solo()):
         return 1
     return min(n, MAX_WORKERS + 1)
 
@@ -96,10 +99,12 @@ _local = threading.local()
 class one_thread:
     """``with one_thread(on):`` batch encodes made by this thread use only this thread when ``on``
     (:func:`batch_threads` is 1): a pipelined writer's committer keeping up with its producer leaves
-    the other cores to the producer (the simulation), and uses the pool only when commits queue up."""
+    the other cores to the producer (the simulation), and uses the pool only when commits queue up
+    or the producer waits for them.  ``on`` is a bool, or a callable asked at every batch encode
+    (the answer may change while one commit lands its arrays)."""
 
-    def __init__(self, on: bool = True):
-        self.on, self.old = bool(on), False
+    def __init__(self, on=True):
+        self.on, self.old = (on if callable(on) else bool(on)), False
 
     def __enter__(self):
         self.old = getattr(_local, "solo", False)

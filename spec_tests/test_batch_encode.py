@@ -295,6 +295,47 @@ def test_a_batch_encode_failing_on_a_worker_leaves_the_store_at_its_last_commit(
     assert r[n + 19].blocks["atoms"]["y"].tobytes() == _xy(n + 19)["blocks"]["atoms"]["y"].tobytes()
 
 
+def _watch_committer(monkeypatch, hook):
+    """The thread count of every batch encode (a list, in order), with ``hook(n)`` run on the
+    committer thread before its n-th landing (from 1); MREC_THREADS=2."""
+    import threading
+    monkeypatch.setenv("MREC_THREADS", "2")
+    seen = []
+    real_enc = ShardedAppender._batch_encoder
+    real_land = ShardedAppender.land
+    lands = {"n": 0}
+
+    def enc(self, where):
+        e = real_enc(self, where)
+        return None if e is None else (lambda runs, threads: (seen.append(threads), e(runs, threads))[1])
+
+    def land(self):
+        if threading.current_thread().name.startswith("mrec-commit"):
+            lands["n"] += 1
+            return hook(lands["n"], lambda: real_land(self))
+        return real_land(self)
+    monkeypatch.setattr(ShardedAppender, "_batch_encoder", enc)
+    monkeypatch.setattr(ShardedAppender, "land", land)
+    return seen, real_land
+
+
+def _x_frames(n: int):
+    """A schema of one 3000-row f64 column at p = 1e-3, and ``n`` frames of it."""
+    import mrec
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=3000)
+    s.declare_column("atoms", "x", "f64", precision=1e-3)
+    return s, [{"blocks": {"atoms": {"x": np.random.default_rng(i).normal(size=3000)}}} for i in range(n)]
+
+
+def _until(cond, what: str) -> None:
+    import time as _time
+    end = _time.monotonic() + 30
+    while not cond():
+        assert _time.monotonic() < end, what
+        _time.sleep(0.001)
+
+
 def test_the_committer_encodes_alone_while_the_producer_runs_and_on_the_pool_when_commits_queue_or_it_waits(
         tmp_path, monkeypatch):
     """A pipelined writer's committer leaves the other core to the producer: its batch encodes use one
@@ -302,44 +343,23 @@ def test_the_committer_encodes_alone_while_the_producer_runs_and_on_the_pool_whe
     as well when a commit is queued behind it, or when the producer waits for the committer (flush,
     close, a full queue), asked again at every landing.  The store is the serial writer's either way."""
     import threading
-    import time as _time
 
     import mrec
-    monkeypatch.setenv("MREC_THREADS", "2")
-    seen = []                   # threads of each batch encode on the committer, in order
-    real_enc = ShardedAppender._batch_encoder
-    real_land = ShardedAppender.land
-    lands = {"n": 0}
     gates = {1: threading.Event(), 2: threading.Event()}   # commits held at their landing
     landed = {k: threading.Event() for k in range(1, 6)}
     holder = {}
 
-    def enc(self, where):
-        e = real_enc(self, where)
-        return None if e is None else (lambda runs, threads: (seen.append(threads), e(runs, threads))[1])
-
-    def land(self):
-        if not threading.current_thread().name.startswith("mrec-commit"):
-            return real_land(self)
-        lands["n"] += 1
-        n = lands["n"]
+    def hook(n, land):
         if n in gates:
             assert gates[n].wait(30)
         if n == 4:                            # lands once the producer has started to wait (in _drain)
-            end = _time.monotonic() + 30
-            while not holder["w"]._producer_waits:
-                assert _time.monotonic() < end
-                _time.sleep(0.001)
+            _until(lambda: holder["w"]._producer_waits, "the producer never waited")
         try:
-            return real_land(self)
+            return land()
         finally:
             landed[n].set()
-    monkeypatch.setattr(ShardedAppender, "_batch_encoder", enc)
-    monkeypatch.setattr(ShardedAppender, "land", land)
-    s = mrec.SequenceSchema()
-    s.declare_block("atoms", rows=3000)
-    s.declare_column("atoms", "x", "f64", precision=1e-3)
-    frames = [{"blocks": {"atoms": {"x": np.random.default_rng(i).normal(size=3000)}}} for i in range(80)]
+    seen, real_land = _watch_committer(monkeypatch, hook)
+    s, frames = _x_frames(80)
     w = holder["w"] = mrec.TrajectoryWriter.create(tmp_path / "p.mrec", s, durable=False, flush_every=16,
                                                    pipeline=True)
     for f in frames[:16]:                     # one commit, landed while the producer goes on: alone
@@ -371,45 +391,21 @@ def test_the_committer_encodes_alone_while_the_producer_runs_and_on_the_pool_whe
 def test_a_full_queue_lets_the_committer_use_the_pool_while_the_producer_waits(tmp_path, monkeypatch):
     """``_queue_commit`` waiting for the oldest commit (the queue holds QUEUE_BYTES) is the producer
     waiting: the committer's landing uses the pool meanwhile, and the flag is down once it returns."""
-    import threading
-
     import mrec
-    monkeypatch.setenv("MREC_THREADS", "2")
-    seen = []
-    real_enc = ShardedAppender._batch_encoder
-    real_land = ShardedAppender.land
     holder = {}
-    waited = threading.Event()
 
-    def enc(self, where):
-        e = real_enc(self, where)
-        return None if e is None else (lambda runs, threads: (seen.append(threads), e(runs, threads))[1])
-
-    def land(self):
-        if threading.current_thread().name.startswith("mrec-commit"):
-            w = holder["w"]
-            # the first commit lands only once the producer waits for it: the second one overflowed
-            # the queue (one commit's rows are more than QUEUE_BYTES / 2 here)
-            if not waited.is_set():
-                for _ in range(30000):
-                    if w._producer_waits:
-                        break
-                    threading.Event().wait(0.001)
-                assert w._producer_waits
-                waited.set()
-        return real_land(self)
-    monkeypatch.setattr(ShardedAppender, "_batch_encoder", enc)
-    monkeypatch.setattr(ShardedAppender, "land", land)
-    s = mrec.SequenceSchema()
-    s.declare_block("atoms", rows=3000)
-    s.declare_column("atoms", "x", "f64", precision=1e-3)
-    frames = [{"blocks": {"atoms": {"x": np.random.default_rng(i).normal(size=3000)}}} for i in range(32)]
+    def hook(n, land):
+        if n == 1:   # lands once the producer waits: the second commit overflowed the queue
+            _until(lambda: holder["w"]._producer_waits, "the producer never waited")
+        return land()
+    seen, real_land = _watch_committer(monkeypatch, hook)
+    s, frames = _x_frames(32)
     w = holder["w"] = mrec.TrajectoryWriter.create(tmp_path / "q.mrec", s, durable=False, flush_every=16,
                                                    pipeline=True)
     monkeypatch.setattr(w, "QUEUE_BYTES", 16 * 3000 * 8 + 1)     # room for one commit's rows
     for f in frames:
         w.append(f)
-    assert waited.is_set() and seen[0] == 2
+    assert seen[0] == 2
     assert not w._producer_waits
     w.close()
     monkeypatch.setattr(ShardedAppender, "land", real_land)

@@ -83,7 +83,8 @@ def encode_all(fn: Callable[[T], R], items: Sequence[T], nbytes: int) -> list[R]
 
 def batch_threads(nbytes: int) -> int:
     """How many threads a batch encode of ``nbytes`` input bytes uses (``pipeline.batch_encoder``):
-    :func:`threads`, or 1 below :data:`MIN_PARALLEL_BYTES` and inside a pool worker."""
+    :func:`threads`, or 1 below :data:`MIN_PARALLEL_BYTES`, inside a pool worker, and inside
+    :class:`one_thread` while it says so."""
     n = threads()
     if n == 1 or nbytes < MIN_PARALLEL_BYTES or in_worker():
         return 1

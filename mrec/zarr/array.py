@@ -1079,9 +1079,7 @@ class Array:
             lo0 = i0 * ics[0]
             a, b = max(r_lo, lo0) - lo0, min(r_hi, lo0 + ics[0]) - lo0
             for it in _cells(grid[1:]):
-                coord = (i0, *it)
-                if coord in done:
-                    continue
+                coord = (i0, *it)              # never one of done: rest holds none of its rows
                 if index.is_empty(coord):
                     if key in self.unverified_indexes:
                         why = self._rebuild_reason.get(key, "its shard index failed verification")

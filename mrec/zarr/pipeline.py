@@ -525,9 +525,9 @@ def _batch_decoder(pipeline: "CodecPipeline", spec: ChunkSpec):
     call (:mod:`mrec.zarr.codecs.zstd_native`; without a usable libzstd, by one zstandard stream
     reader, which takes the GIL back after every frame), and one numpy transposed copy (which runs
     without the GIL; numcodecs' unshuffle holds it) unshuffles them all.  Same checks and bytes as
-    the one-chunk fused decoder: a checksum, a frame that does not state and inflate to exactly the chunk's size or has bytes after it, anything
-    unusual returns False, and the caller decodes through the labelled path (which reports the error
-    at its chunk).
+    the one-chunk fused decoder: a checksum, a frame that does not state and inflate to exactly the
+    chunk's size or has bytes after it, anything unusual returns False, and the caller decodes
+    through the labelled path (which reports the error at its chunk).
 
     ``layout``, when the caller read the chunks as ranges of a few buffers: ``[(buffer, starts,
     sizes)]`` (int64 arrays), ``raws`` being exactly those slices in order.  Then the frame headers

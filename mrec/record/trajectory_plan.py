@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -52,6 +53,15 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
         if fa[:1].tobytes() != fb[:1].tobytes():
             return False
     return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
+
+
+def _frame_like(frame, i: int):
+    """``frame`` when it can be made a Frame (a mapping), else the refusal every bad frame gets: a
+    ``None``, a list or a number is no frame (``bad_layout``, as ``write_record`` says of one)."""
+    if isinstance(frame, Mapping):
+        return frame
+    raise RefusalError(f"frame {i}: cannot make a Frame from {type(frame).__name__} (a frame is a mrec.Frame "
+                       "or a mapping {'blocks': ..., 'meta': ..., 'box': ...})", kind="bad_layout")
 
 
 def _owned(v: np.ndarray, given) -> np.ndarray:
@@ -259,9 +269,9 @@ class Planning:
         """The general plan: the frame built and validated as a :class:`Frame`, every refusal raised,
         nothing changed; ``(frame index, step, time, meta values, block plans, cell or None)`` for
         :meth:`~mrec.record.trajectory_buffer.Buffering._apply_frame`."""
-        f = frame if isinstance(frame, Frame) else self.schema.frame(frame)   # int lists take declared dtypes
-        self.schema.check_frame(f)
         i = self.nframes
+        f = frame if isinstance(frame, Frame) else self.schema.frame(_frame_like(frame, i))   # int lists take declared dtypes
+        self.schema.check_frame(f)
         step = self._next_step(step)
         time = self._check_time(time)
         meta_values = self._meta_values(f)

@@ -133,7 +133,11 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
         to have runs batched.
         """
         window = self.EXTEND_WINDOW if isinstance(frames, (list, tuple)) else 1
-        it = iter(frames)
+        try:
+            it = iter(frames)
+        except TypeError:
+            raise RefusalError(f"extend takes an iterable of frames, found {type(frames).__name__}",
+                               kind="bad_argument") from None
         while True:
             batch = list(itertools.islice(it, window))
             if not batch:

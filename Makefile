@@ -12,9 +12,10 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-# the test run: mrec with its test oracles and the MD integrations (MDAnalysis, ASE, MDAnalysisTests' files)
+# the test run: mrec with its test oracles and the MD integrations (MDAnalysis, ASE, OpenMM, MDTraj,
+# MDAnalysisTests' files)
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install -q -e '.[test,remote,dask,md]'
+	$(PY) -m pip install -q -e '.[test,remote,dask,md,openmm,mdtraj]'
 	touch $(STAMP)
 
 # the demo needs mrec alone (numpy, zstandard, crc32c, numcodecs): no test oracles

@@ -4,11 +4,16 @@
 * :mod:`mrec.md.atoms` -- the per-atom view of a frame (positions, species, residues, ...);
 * :mod:`mrec.md.convert` -- ``mrec convert``: trajectories in and out through MDAnalysis or ASE;
 * :mod:`mrec.mdanalysis` -- an MDAnalysis Reader / topology parser / Writer for ``.mrec``;
-* :mod:`mrec.ase_io` -- ASE's io format plugin.
+* :mod:`mrec.ase_io` -- ASE's io format plugin;
+* :mod:`mrec.md.live` -- records written live by a running simulation:
+  :mod:`mrec.md.openmm_reporter` (``mrec.openmm.MrecReporter``), :mod:`mrec.md.ase_md`
+  (``mrec.ase_md.MrecMDWriter``, for ``dyn.attach``); :mod:`mrec.md.mdtraj_io`
+  (``mrec.mdtraj.load``) reads a record as an MDTraj ``Trajectory``.
 
-MDAnalysis and ASE are optional extras (``pip install 'mrec[md]'``, or ``mrec[mdanalysis]`` /
-``mrec[ase]``), imported only when a conversion needs them: :func:`require` turns a missing one
-into an :class:`~mrec.errors.MrecError` naming the extra to install.
+MDAnalysis, ASE, OpenMM and MDTraj are optional extras (``pip install 'mrec[md]'`` for the first
+two, or ``mrec[mdanalysis]`` / ``mrec[ase]`` / ``mrec[openmm]`` / ``mrec[mdtraj]``), imported only
+when used: :func:`require` turns a missing one into an :class:`~mrec.errors.MrecError` naming the
+extra to install.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from ..errors import MrecError
 
 __all__ = ["require", "MissingExtraError"]
 
-_EXTRAS = {"MDAnalysis": "mdanalysis", "ase": "ase"}
+_EXTRAS = {"MDAnalysis": "mdanalysis", "ase": "ase", "openmm": "openmm", "mdtraj": "mdtraj"}
 
 
 class MissingExtraError(MrecError):
@@ -26,12 +31,12 @@ class MissingExtraError(MrecError):
 
 
 def require(module: str):
-    """Import ``module`` (``"MDAnalysis"``, ``"ase"``, or one of their submodules) or raise a
-    :class:`MissingExtraError` naming the pip extra that installs it."""
+    """Import ``module`` (``"MDAnalysis"``, ``"ase"``, ``"openmm"``, ``"mdtraj"``, or one of their
+    submodules) or raise a :class:`MissingExtraError` naming the pip extra that installs it."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
         top = module.split(".")[0]
         extra = _EXTRAS.get(top, "md")
-        raise MissingExtraError(f"{top} is not installed ({exc}): pip install 'mrec[{extra}]' "
-                                f"(or 'mrec[md]' for MDAnalysis and ASE)") from None
+        both = " (or 'mrec[md]' for MDAnalysis and ASE)" if extra in ("mdanalysis", "ase", "md") else ""
+        raise MissingExtraError(f"{top} is not installed ({exc}): pip install 'mrec[{extra}]'{both}") from None

@@ -74,3 +74,128 @@ def test_extend_of_no_iterable_is_refused_by_kind(tmp_path, bad):
         w.extend(bad)
     assert e.value.kind == "bad_argument" and type(bad).__name__ in str(e.value)
     w.close()
+
+
+# -- row references: one checker on every reader path ----------------------------------------------
+
+def _bonded_record(path, ref="ref"):
+    """A record whose frame's bonds/<ref> references rows of atoms (declared targets)."""
+    f = {"blocks": {"atoms": {"x": np.arange(3.0)}, "bonds": {ref: np.array([0, 2], "u8")}},
+         "block_attrs": {"bonds": {"targets": {ref: "atoms"}}}}
+    mrec.write_record(path, meta={}, frame=f)
+    return path
+
+
+def _out_of_range(path, ref="ref"):
+    Array.open(DirectoryStore(path), f"frame/bonds/{ref}").write(np.array([0, 7], "u8"))
+
+
+def _target_lost(path, ref="ref"):
+    shutil.rmtree(os.path.join(path, "frame", "atoms"))
+
+
+def _frame_readers(path):
+    """Every way a reader hands back the frame section."""
+    return {
+        "read_record": lambda: mrec.read_record(path).frame,
+        "read_frame": lambda: mrec.read_frame(path),
+        "read_frame_group": lambda: mrec.read_frame(path, group="frame"),
+    }
+
+
+@pytest.mark.parametrize("damage", [_out_of_range, _target_lost])
+@pytest.mark.parametrize("packed", [False, True])
+def test_every_frame_reader_checks_row_references(tmp_path, damage, packed):
+    """read_record refused an out-of-range reference or a missing target block; read_frame read them."""
+    path = _bonded_record(str(tmp_path / "r.mrec"))
+    damage(path)
+    if packed:
+        mrec.pack(path)
+        path += ".zip"
+    for name, read in _frame_readers(path).items():
+        with pytest.raises(RefusalError) as e:
+            read()
+        assert e.value.kind == "bad_reference", (name, e.value)
+        assert "'ref'" in str(e.value) and "frame" in str(e.value), (name, e.value)
+    rep = validate(path, deep=True)
+    assert any(v.rule == "N-2.6a" for v in rep.violations), rep.violations
+
+
+def test_absolute_references_checked_by_read_frame(tmp_path):
+    """A frame referencing /system/atoms: read_frame reads the system section to check it, as
+    read_record does."""
+    path = str(tmp_path / "r.mrec")
+    f = {"blocks": {"bonds": {"ref": np.array([0, 1], "u8")}}, "block_attrs": {"bonds": {"targets": {"ref": "/system/atoms"}}}}
+    mrec.write_record(path, meta={}, frame=f, system={"blocks": {"atoms": {"x": np.arange(2.0)}}})
+    assert mrec.read_frame(path).blocks["bonds"]["ref"].tolist() == [0, 1]
+    Array.open(DirectoryStore(path), "frame/bonds/ref").write(np.array([0, 2], "u8"))
+    for name, read in _frame_readers(path).items():
+        with pytest.raises(RefusalError) as e:
+            read()
+        assert e.value.kind == "bad_reference" and "/system/atoms" in str(e.value), (name, e.value)
+
+
+@pytest.mark.parametrize("ref", ["ref", "atomi"])
+@pytest.mark.parametrize("stored", ["int64", "int32", "uint32"])
+def test_a_stored_row_reference_of_another_dtype_is_refused_never_widened(tmp_path, ref, stored):
+    """A stored int64 row reference was read back as uint64 (the writers' exact-input widening
+    applied to what was on disk): a reader hands back the stored dtype or refuses."""
+    path = _bonded_record(str(tmp_path / "r.mrec"), ref)
+    zj = os.path.join(path, "frame", "bonds", ref, "zarr.json")
+    values = Array.open(DirectoryStore(path), f"frame/bonds/{ref}").read().astype(stored)
+    _edit_json(zj, lambda d: d.update(data_type=stored))
+    Array.open(DirectoryStore(path), f"frame/bonds/{ref}").write(values)
+    for name, read in _frame_readers(path).items():
+        with pytest.raises(RefusalError) as e:
+            read()
+        # a canonical endpoint (atomi) is refused by the vocabulary first, as before
+        assert e.value.kind == ("canonical_dtype" if ref == "atomi" else "bad_reference"), (name, e.value)
+        short = {"int64": "i64", "int32": "i32", "uint32": "u32"}[stored]
+        assert stored in str(e.value) or short in str(e.value), (name, e.value)
+    assert not validate(path, deep=True).ok
+
+
+def test_a_stored_unreferenced_column_keeps_its_dtype(tmp_path):
+    """The other side of the rule: a column nobody references reads back in its stored dtype."""
+    path = str(tmp_path / "r.mrec")
+    mrec.write_record(path, meta={}, frame={"blocks": {"b": {"n": np.array([1, 2], "i4")}}})
+    for name, read in _frame_readers(path).items():
+        got = read().blocks["b"]["n"]
+        assert got.dtype == np.dtype("<i4") and got.tolist() == [1, 2], name
+
+
+def _bonded_trajectory(path, values=((0, 2), (1, 2), (0, 5)), rows=(3, 3, 6)):
+    """Frames whose bonds/ref hold ``values`` beside ``rows`` atoms, written without the targets
+    declaration (so the writer does not refuse them), which is then added to the stored schema."""
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms")
+    s.declare_column("atoms", "x", "f64")
+    s.declare_block("bonds")
+    s.declare_column("bonds", "ref", "u64")
+    with mrec.TrajectoryWriter.create(path, s) as w:
+        for v, n in zip(values, rows):
+            w.append({"blocks": {"atoms": {"x": np.arange(float(n))}, "bonds": {"ref": np.array(v, "u8")}}})
+    _edit_json(os.path.join(path, "trajectory", "zarr.json"),
+               lambda d: d["attributes"]["sequence_schema"]["blocks"]["bonds"].update(targets={"ref": "atoms"}))
+    return path
+
+
+def test_trajectory_readers_check_declared_references_on_every_resolved_frame(tmp_path):
+    """A trajectory's targets hold on every resolved frame: TrajectoryReader[i], iteration,
+    read_frame(path, i) and validate --deep refuse the frame that breaks them and read the rest."""
+    path = _bonded_trajectory(str(tmp_path / "t.mrec"), values=((0, 2), (1, 3), (0, 5)), rows=(3, 3, 6))
+    r = mrec.TrajectoryReader(path)
+    assert r[0].blocks["bonds"]["ref"].tolist() == [0, 2] and r[2].blocks["bonds"]["ref"].tolist() == [0, 5]
+    for read in (lambda: r[1], lambda: list(r), lambda: r[0:3], lambda: mrec.read_frame(path, 1)):
+        with pytest.raises(RefusalError) as e:
+            read()
+        assert e.value.kind == "bad_reference" and "row 3" in str(e.value) and "'atoms'" in str(e.value), e.value
+    rep = validate(path, deep=True)
+    assert [v.rule for v in rep.violations] == ["N-2.6a"] and "frame 1" in rep.violations[0].message, rep.violations
+
+
+def test_trajectory_reference_to_a_block_absent_in_the_frame_is_refused(tmp_path):
+    path = _bonded_trajectory(str(tmp_path / "t.mrec"), values=((0, 1),), rows=(0,))
+    with pytest.raises(RefusalError) as e:
+        mrec.TrajectoryReader(path)[0]
+    assert e.value.kind == "bad_reference" and "'atoms'" in str(e.value), e.value

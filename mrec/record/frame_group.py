@@ -181,6 +181,7 @@ def read_frame_group(store, path: str, *, typed_meta: bool = True, cell: bool = 
     precision: dict[str, dict[str, float]] = {}
     block_attrs: dict[str, dict[str, Any]] = {}
     box: Box | None = None
+    stored: dict[str, dict[str, str]] = {}            # block -> column -> stored mrec dtype
     for name, node in _child_nodes(store, path):
         cpath = _join(path, name)
         if not isinstance(node, GroupMetadata):
@@ -201,16 +202,19 @@ def read_frame_group(store, path: str, *, typed_meta: bool = True, cell: bool = 
         counts[name] = n
         consumed.add(meta_key(cpath))
         cols: dict[str, np.ndarray] = {}
+        stored[name] = {}
         children = _child_nodes(store, cpath)
         for cname, cnode in children:                 # columns first: a count mismatch is named as such
             apath = f"{cpath}/{cname}"
             if isinstance(cnode, GroupMetadata):
                 continue                              # _validity is read below; other groups are not columns
             cols[cname] = _read_column(store, apath, cnode, n)
-            # stored canonical columns are refused at another dtype: the Frame constructor would
-            # convert an exact integer array (that is for a producer's input, not for what is on disk)
-            check_canonical(name, cname, dtype_from_zarr(cnode.data_type.name), cols[cname].shape[1:],
-                            store.describe(apath))
+            # a reader hands back the stored dtype or refuses: the Frame constructor converts an exact
+            # integer array to its canonical / row-reference dtype, which is for a producer's input,
+            # never for what is on disk (the stored dtype is its hint: a canonical column or a row
+            # reference stored at another dtype is refused, not widened)
+            stored[name][cname] = dtype_from_zarr(cnode.data_type.name)
+            check_canonical(name, cname, stored[name][cname], cols[cname].shape[1:], store.describe(apath))
             consumed.add(apath + "/")
             p = cnode.attributes.get("precision")
             if p is not None:
@@ -227,7 +231,7 @@ def read_frame_group(store, path: str, *, typed_meta: bool = True, cell: bool = 
                               store.describe(f"{_join(path, b)}/{VALIDITY}/{c}"))
     try:
         frame = Frame(blocks=blocks, box=box, meta=meta, masks=masks, meta_types=tags, counts=counts,
-                      precision=precision, block_attrs=block_attrs)
+                      precision=precision, block_attrs=block_attrs, dtype_hints=stored)
     except RefusalError as exc:
         raise _refuse(exc.kind, exc.detail, where) from None
     unknown = [k for k in store.list(path) if k not in consumed and not any(

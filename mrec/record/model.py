@@ -40,6 +40,7 @@ __all__ = [
     "check_node_name",
     "check_structural_shape",
     "check_targets",
+    "check_row_references",
     "Box",
     "Frame",
 ]
@@ -734,34 +735,14 @@ class Frame:
         ``conventional=True`` undeclared ``atomi``..``atomm`` columns are
         checked against ``atoms`` too (a SHOULD in the spec).
         """
+        refs: dict[str, dict[str, str]] = {}
         for b, columns in self.blocks.items():
-            refs = dict(self.block_attrs.get(b, {}).get("targets", {}))
+            refs[b] = dict(self.block_attrs.get(b, {}).get("targets", {}))
             if conventional:
                 for c in ENDPOINT_COLUMNS:
-                    if c in columns and c not in refs:
-                        refs[c] = "atoms"
-            if self.counts[b] == 0:
-                continue
-            for c, target in refs.items():
-                if target.startswith("/"):
-                    section, target_block = target[1:].split("/", 1)
-                    if sections is None or section not in sections:
-                        continue
-                    container = Frame.from_any(sections[section])
-                else:
-                    container, target_block = self, target
-                if target_block not in container.blocks:
-                    raise RefusalError(f"block {b!r} column {c!r} references {target!r}, which does not exist",
-                                       path=path, kind="bad_reference")
-                n = container.counts[target_block]
-                values = columns[c]
-                m = self.mask(b, c)
-                if m is not None:
-                    values = values[m]
-                if values.size and int(values.max()) >= n:
-                    raise RefusalError(
-                        f"block {b!r} column {c!r} references row {int(values.max())} of {target!r}, "
-                        f"which has {n} rows", path=path, kind="bad_reference")
+                    if c in columns and c not in refs[b]:
+                        refs[b][c] = "atoms"
+        check_row_references(self, refs, sections, path=path)
 
     # -- comparison -------------------------------------------------------------
 
@@ -803,6 +784,42 @@ class Frame:
         return self.equals(other)
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def check_row_references(frame: Frame, refs: Mapping[str, Mapping[str, str]],
+                         sections: Mapping[str, Any] | None = None, *, path: str | None = None,
+                         where: str = "") -> None:
+    """The row-reference rule (§2.6), the one checker of every reader and of
+    :meth:`Frame.check_references`: for each block of ``frame`` with rows and each ``column ->
+    target`` of ``refs[block]``, the target block must exist (in ``frame``, or for
+    ``/<section>/<block>`` in ``sections[section]`` when it is there) and every non-null value be
+    below its row count; ``bad_reference`` otherwise (``where`` prefixes the message, e.g. the
+    trajectory frame)."""
+    for b, targets in refs.items():
+        columns = frame.blocks.get(b)
+        if not targets or columns is None or frame.counts[b] == 0:
+            continue
+        for c, target in targets.items():
+            if c not in columns:
+                continue
+            if target.startswith("/"):
+                section, target_block = target[1:].split("/", 1)
+                if sections is None or section not in sections:
+                    continue
+                container = Frame.from_any(sections[section])
+            else:
+                container, target_block = frame, target
+            if target_block not in container.blocks:
+                raise RefusalError(f"{where}block {b!r} column {c!r} references {target!r}, which does not exist",
+                                   path=path, kind="bad_reference")
+            n = container.counts[target_block]
+            values = columns[c]
+            m = frame.mask(b, c)
+            if m is not None:
+                values = values[m]
+            if values.size and int(values.max()) >= n:
+                raise RefusalError(f"{where}block {b!r} column {c!r} references row {int(values.max())} of "
+                                   f"{target!r}, which has {n} rows", path=path, kind="bad_reference")
 
 
 _FRAME_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Frame))

@@ -426,13 +426,29 @@ def _read(store, path: str) -> Record:
             rec.unknown[key] = raw
     sections_ = {k: v for k, v in (("frame", rec.frame), ("system", rec.system)) if v is not None}
     for name, f in sections_.items():
-        try:
-            f.check_references(sections_)
-        except RefusalError as exc:
-            raise _refuse(exc.kind, exc.detail, store.describe(name)) from None
+        _check_references(store, name, f, sections_)
     check_system_alignment(rec.system, rec.trajectory, store.describe(TRAJ))
     _check_forcefield_version(rec, store.describe("forcefield"))
     return rec
+
+
+def _check_references(store, node: str, f: Frame, sections_: dict[str, Frame] | None = None) -> None:
+    """The row references of the frame-shaped group ``node`` (:func:`~mrec.record.model.check_row_references`,
+    through :meth:`Frame.check_references`): the one check of every reader of a frame-shaped group.
+    ``sections_`` holds the sections read already; one an absolute target names (``/system/atoms``)
+    is read from ``store`` when it is there, as ``read_record`` has it."""
+    known = dict(sections_ or {})
+    for targets in (attrs.get("targets", {}) for attrs in f.block_attrs.values()):
+        for target in targets.values():
+            section = target[1:].split("/", 1)[0] if target.startswith("/") else None
+            if section in ("frame", "system") and section not in known and section != node \
+                    and isinstance(read_node(store, section), GroupMetadata):
+                known[section] = read_frame_group(store, section).frame
+    known.setdefault(node, f)
+    try:
+        f.check_references(known)
+    except RefusalError as exc:
+        raise _refuse(exc.kind, exc.detail, store.describe(node)) from None
 
 
 def read_frame(path, index: int | None = None, *, group: str | None = None, fs=None,
@@ -448,7 +464,10 @@ def read_frame(path, index: int | None = None, *, group: str | None = None, fs=N
             if index is not None:
                 raise _refuse("bad_argument", "pass either a trajectory frame index or a group path, not both",
                               store.describe(""))
-            return read_frame_group(store, _group_path(group)).frame
+            node = _group_path(group)
+            f = read_frame_group(store, node).frame
+            _check_references(store, node, f)
+            return f
         if index is not None:
             if read_node(store, TRAJ) is None:
                 raise _refuse("missing_section", "the record has no trajectory", store.describe(TRAJ))
@@ -457,7 +476,9 @@ def read_frame(path, index: int | None = None, *, group: str | None = None, fs=N
             hint = " (it has a trajectory: pass a frame index)" if read_node(store, TRAJ) is not None else \
                 " (a bare frame store? pass group='' for a frame-shaped root)"
             raise _refuse("missing_section", f"the record has no frame section{hint}", store.describe("frame"))
-        return read_frame_group(store, "frame").frame
+        f = read_frame_group(store, "frame").frame
+        _check_references(store, "frame", f)
+        return f
     finally:
         store.close()
 

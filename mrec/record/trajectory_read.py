@@ -27,7 +27,7 @@ from ..zarr.metadata import ArrayMetadata, GroupMetadata
 from ..zarr.store import DirectoryStore
 from . import typed_json
 from .dtypes import check_canonical, dtype_from_zarr
-from .model import Box, Frame
+from .model import Box, Frame, check_row_references
 from .schema import SequenceSchema
 
 TRAJ = "trajectory"
@@ -604,6 +604,10 @@ class TrajectoryReader:
         self._trusted: bool | None = None          # see _frames_trusted
         self._plain_plan: list | bool | None = None  # see _make_plain_plan
         self._read_threads = parallel.read_threads()  # MREC_READ_THREADS, read when the reader opens
+        # declared row references within a frame (block -> column -> block), checked on every frame
+        # made (the writer's rule; absolute targets name sections, which the writer does not check)
+        self._refs = {name: {c: t for c, t in (b.targets or {}).items() if not t.startswith("/")}
+                      for name, b in self.layout.schema.blocks.items() if b.targets}
         self._check_alignment()
 
     # -- basics ----------------------------------------------------------------
@@ -797,14 +801,14 @@ class TrajectoryReader:
                 tag = types[key] = tags[key].tag
                 meta[key] = _meta_value(tag, arr.read(slice(i, i + 1))[0], arr.name)
         box = self.box_at(i) if self.layout.box.n_updates else None
-        return self._make_frame(blocks, box, meta, masks, types)
+        return self._make_frame(blocks, box, meta, masks, types, i)
 
     def _make_plain_plan(self) -> list | bool:
         """[(block, [(column, array)], rows a frame, updates)] when every frame of this reader is
         read by the plain path of ``__getitem__`` (see there); False otherwise.  Made once: the
         layout of an open reader does not change."""
         lay = self.layout
-        if lay.meta or lay.box.n_updates or not self._frames_trusted():
+        if lay.meta or lay.box.n_updates or self._refs or not self._frames_trusted():
             return False
         plan = []
         for name, b in lay.blocks.items():
@@ -815,13 +819,17 @@ class TrajectoryReader:
             plan.append((name, [(c, b.columns[c]) for c in b.decl.columns], b.uniform_rows, b.n_updates))
         return plan
 
-    def _make_frame(self, blocks: dict, box, meta: dict, masks: dict, types: dict) -> Frame:
+    def _make_frame(self, blocks: dict, box, meta: dict, masks: dict, types: dict, i: int) -> Frame:
         if self._frames_trusted():
             if meta:
                 from .typed_json import coerce_meta_document
                 meta, types = coerce_meta_document(meta, types)
-            return Frame._trusted(blocks, box, meta, masks, types)
-        return Frame(blocks=blocks, box=box, meta=meta, masks=masks, meta_types=types)
+            f = Frame._trusted(blocks, box, meta, masks, types)
+        else:
+            f = Frame(blocks=blocks, box=box, meta=meta, masks=masks, meta_types=types)
+        if self._refs:
+            check_row_references(f, self._refs, path=self.store.describe(TRAJ), where=f"frame {i}: ")
+        return f
 
     def __iter__(self):
         return self._iter_frames(range(len(self)))
@@ -926,9 +934,9 @@ class TrajectoryReader:
         if not metas and not has_box and all(ups is None and not bm for _n, _b, ups, _v, bm, _lo in per_block):
             cols = [(name, list(values), list(zip(*values.values())) if values else [()] * nf)
                     for name, _b, _u, values, _m, _lo in per_block]
-            if self._frames_trusted():
+            if self._frames_trusted() and not self._refs:
                 return _lazy_frames(cols, nf)       # made as they are taken: the values are read
-            return [make({name: dict(zip(keys, rows[k])) for name, keys, rows in cols}, None, {}, {}, {})
+            return [make({name: dict(zip(keys, rows[k])) for name, keys, rows in cols}, None, {}, {}, {}, s + k)
                     for k in range(nf)]
         out = []
         for k, i in enumerate(range(s, e)):
@@ -957,7 +965,7 @@ class TrajectoryReader:
                 types[key] = tag
                 meta[key] = _meta_value(tag, batch[k], where)
             box = self.box_at(i) if has_box else None
-            out.append(make(blocks, box, meta, masks, types))
+            out.append(make(blocks, box, meta, masks, types, i))
         return out
 
     def read_columns(self, i, columns, *, threads: int | None = None) -> dict:

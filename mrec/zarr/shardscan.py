@@ -301,6 +301,11 @@ def _trust(sharding, spec, data: bytes, old_at: tuple[int, int], new_at: tuple[i
     both copies are compared, ignoring the newer copy's part of any 512-byte sector that is
     all zero (never written): the rows before the first real difference (a tear or a flipped bit)
     are trusted.  None when the copies cannot be compared (then only :func:`holds_rows`).
+
+    A file ending strictly *inside* the newer copy (its entry gives its extent) is a cut, never a
+    crash state (a crash leaves the sizes of whole writes): its bytes are real, zeros included, so
+    none of the "never written" rules applies (issue 27: a copy beginning with zero bytes cut 1-30
+    bytes in read as ``ALL``, its committed rows as fill).
     """
     (o_off, o_nb), (n_off, n_nb) = old_at, new_at
     newer = data[n_off:n_off + n_nb]
@@ -310,27 +315,44 @@ def _trust(sharding, spec, data: bytes, old_at: tuple[int, int], new_at: tuple[i
         # written before it), so the older copy holds every committed row.  A file cut exactly there
         # looks the same (docs/reliability.md): PAST_END lets validate --deep say so
         return PAST_END
+    if len(newer) < n_nb:
+        return _trust_cut(sharding, spec, data, old_at, new_at)
     if not any(newer):
         return ALL
     # the sector holding the newer copy's crc32c never written (its part of it all zero: a
     # crc of 0 has odds 2^-32), or, behind a compressor, its part of any sector (32 bytes or more) all zero
     # (compressed data has no run of 32 zero bytes): a power loss tore the copy before it landed
     last = (n_off + n_nb - 1) // SECTOR * SECTOR
-    if len(newer) == n_nb and not any(data[max(last, n_off):n_off + n_nb]):
+    if not any(data[max(last, n_off):n_off + n_nb]):
         return ALL
     bb = sharding.codecs.bytes_bytes
-    if len(newer) == n_nb and len(bb) >= 2 and getattr(bb[-2], "name", "") in ("gzip", "zstd") and newer[0] == 0:
+    if len(bb) >= 2 and getattr(bb[-2], "name", "") in ("gzip", "zstd") and newer[0] == 0:
         # the copy is the compressor's output (then its crc32c): a gzip member begins 1f 8b, a zstd
         # frame 28 b5 2f fd (a skippable one 5? 2a 4d 18), so a written copy never begins with a
         # zero byte.  A zero there is the copy's part of its first sector never written: a copy
         # beginning inside the sector that ends the previous one whose in-place part a power loss
         # dropped, however few bytes that part is.
         return ALL
-    if len(newer) == n_nb and any(getattr(c, "name", "") in ("gzip", "zstd") for c in bb):
+    if any(getattr(c, "name", "") in ("gzip", "zstd") for c in bb):
         for sec in range(n_off // SECTOR * SECTOR, n_off + n_nb, SECTOR):
             part = data[max(sec, n_off):min(sec + SECTOR, n_off + n_nb)]
             if len(part) >= 32 and not any(part):
                 return ALL
+    return _compare(sharding, spec, data, old_at, new_at, skip_unwritten=True)
+
+
+def _trust_cut(sharding, spec, data: bytes, old_at, new_at) -> int | None:
+    """:func:`_trust` for a newer copy the file ends inside (a cut): only a comparison of the bytes
+    that are there vouches for rows (uncompressed pipelines); otherwise :func:`holds_rows`."""
+    return _compare(sharding, spec, data, old_at, new_at, skip_unwritten=False)
+
+
+def _compare(sharding, spec, data: bytes, old_at, new_at, skip_unwritten: bool) -> int | None:
+    """The leading rows of the older copy that the newer copy's bytes agree with, for uncompressed
+    pipelines (None for any other).  ``skip_unwritten``: differences in the newer copy's part of a
+    512-byte sector that is all zero (never written) do not count (a whole copy torn by a power
+    loss); a cut copy's bytes are all real."""
+    (o_off, o_nb), (n_off, n_nb) = old_at, new_at
     ab = sharding.codecs.array_bytes
     if not sharding.codecs.array_array and isinstance(ab, VlenUtf8Codec) and len(sharding.codecs.bytes_bytes) == 1:
         return _trust_strings(data, old_at, new_at, int(np.prod(spec.shape[1:], dtype=np.int64)) or 1)
@@ -339,13 +361,20 @@ def _trust(sharding, spec, data: bytes, old_at: tuple[int, int], new_at: tuple[i
     row = int(np.prod(spec.shape[1:], dtype=np.int64)) * spec.dtype.numpy.itemsize
     if not row:
         return ALL
-    old_body = data[o_off:o_off + o_nb - 4]
-    new_body = newer[:n_nb - 4]
-    for i in range(min(len(old_body), len(new_body))):
-        if old_body[i] != new_body[i]:
-            sec = (n_off + i) // 512          # the newer copy's part of that sector never written?
-            if any(data[max(sec * 512, n_off):min((sec + 1) * 512, n_off + n_nb)]):
-                return i // row
+    old_body = np.frombuffer(data, np.uint8, max(0, o_nb - 4), o_off)
+    new_body = np.frombuffer(data, np.uint8, max(0, min(n_nb - 4, len(data) - n_off)), n_off)
+    k = min(len(old_body), len(new_body))
+    diff = np.flatnonzero(old_body[:k] != new_body[:k])
+    if skip_unwritten and len(diff):
+        # the newer copy's part of each 512-byte sector it touches: a difference where it is all zero
+        # (never written) does not count
+        first = n_off // SECTOR
+        bounds = np.arange(first, (n_off + n_nb - 1) // SECTOR + 2) * SECTOR
+        bounds[0], bounds[-1] = n_off, n_off + n_nb
+        written = np.logical_or.reduceat(np.frombuffer(data, np.uint8, n_nb, n_off) != 0, bounds[:-1] - n_off)
+        diff = diff[written[(n_off + diff) // SECTOR - first]]
+    if len(diff):
+        return int(diff[0]) // row
     return len(new_body) // row if len(new_body) < len(old_body) else ALL
 
 
@@ -362,7 +391,9 @@ def trusted(index, coord, chunk, need: int, fill) -> bool:
             f"the end of the file, so rows 0..{need - 1} are read from the copy before it, whose last of them "
             "is the fill value: the rows as committed, if a power loss lost the newest copy's write, or "
             "padding, if the file was cut there (`mrec validate --deep` reports it as RT-6)"), stacklevel=3)
-    return how in (ALL, PAST_END) or need <= how
+    # rows the comparison could not vouch for still count when the older copy (verified by its own
+    # crc32c) holds them: real rows are a prefix, padding the fill value
+    return how in (ALL, PAST_END) or need <= how or holds_rows(chunk, need, fill)
 
 
 @dataclass(frozen=True)

@@ -199,3 +199,69 @@ def test_trajectory_reference_to_a_block_absent_in_the_frame_is_refused(tmp_path
     with pytest.raises(RefusalError) as e:
         mrec.TrajectoryReader(path)[0]
     assert e.value.kind == "bad_reference" and "'atoms'" in str(e.value), e.value
+
+
+# -- the fixed cell's group -------------------------------------------------------------------------
+
+def _fixed_cell_trajectory(path, defined=True, origin=False):
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=3)
+    for c in "xyz":
+        s.declare_column("atoms", c, "f64")
+    cell = mrec.Box(np.eye(3) * 40, np.ones(3) if origin else None, None, True) if defined else \
+        mrec.Box(None, None, np.zeros(3, bool), False)
+    with mrec.TrajectoryWriter.create(path, s) as w:
+        for k in range(4):
+            w.append({"blocks": {"atoms": {c: np.arange(3.0) + k for c in "xyz"}}, "box": cell})
+    assert os.listdir(os.path.join(path, "trajectory", "box")) == ["zarr.json"]   # the cell is attributes only
+    return path
+
+
+@pytest.mark.parametrize("defined,origin", [(True, False), (True, True), (False, False)])
+def test_a_lost_fixed_cell_group_is_refused_not_read_without_its_cell(tmp_path, defined, origin):
+    """A fixed cell lives only in trajectory/box/zarr.json's attributes; with that file lost every
+    frame read with no cell (reader, MDAnalysis, ASE, convert) and validate --deep said VALID."""
+    path = _fixed_cell_trajectory(str(tmp_path / "t.mrec"), defined, origin)
+    assert mrec.TrajectoryReader(path)[3].box is not None
+    os.remove(os.path.join(path, "trajectory", "box", "zarr.json"))
+    for read in (lambda: mrec.TrajectoryReader(path), lambda: mrec.read_frame(path, 0),
+                 lambda: mrec.read_record(path).trajectory, lambda: mrec.TrajectoryWriter.open(path)):
+        with pytest.raises(RefusalError) as e:
+            read()
+        assert e.value.kind == "broken_index" and "trajectory/box/zarr.json" in str(e.value), e.value
+        assert "cell" in str(e.value)
+    rep = validate(path, deep=True)
+    assert not rep.ok and [v.rule for v in rep.violations] == ["N-3.3"], rep.violations
+    assert "trajectory/box/zarr.json" in rep.violations[0].path
+
+
+def test_a_lost_fixed_cell_group_is_refused_by_the_md_readers(tmp_path):
+    pytest.importorskip("MDAnalysis")
+    import MDAnalysis as mda
+    import mrec.mdanalysis  # noqa: F401
+    path = _fixed_cell_trajectory(str(tmp_path / "t.mrec"))
+    os.remove(os.path.join(path, "trajectory", "box", "zarr.json"))
+    with pytest.raises(Exception) as e:
+        mda.Universe(path)
+    chain = [e.value, e.value.__cause__, e.value.__context__]
+    assert any(isinstance(x, RefusalError) and x.kind == "broken_index" for x in chain), chain
+
+
+def test_a_trajectory_without_a_cell_and_an_empty_box_leftover_state(tmp_path):
+    """The refusal needs the box folder: a trajectory that never had a cell has none and reads as
+    an open system; a cell whose first commit a crash cut (folder and a temp file, nstep 0) is no
+    committed cell either."""
+    path = str(tmp_path / "t.mrec")
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=3)
+    s.declare_column("atoms", "x", "f64")
+    with mrec.TrajectoryWriter.create(path, s) as w:
+        w.append({"blocks": {"atoms": {"x": np.arange(3.0)}}})
+    assert not os.path.exists(os.path.join(path, "trajectory", "box"))
+    assert mrec.TrajectoryReader(path)[0].box is None and validate(path, deep=True).ok
+    w = mrec.TrajectoryWriter.create(str(tmp_path / "c.mrec"), s)
+    w.close()
+    os.makedirs(os.path.join(tmp_path, "c.mrec", "trajectory", "box"))
+    with open(os.path.join(tmp_path, "c.mrec", "trajectory", "box", ".mrec-tmp-zarr.json.0123abcd"), "wb") as f:
+        f.write(b'{"zarr_format": 3, "node_type": "group", "attributes": {"vectors"')
+    assert len(mrec.TrajectoryReader(str(tmp_path / "c.mrec"))) == 0

@@ -21,6 +21,7 @@ from functools import partial
 import numpy as np
 
 from ..errors import MetadataError, RefusalError, StoreError
+from ..fs.posix import TEMP_MARK
 from ..zarr import parallel
 from ..zarr.array import MAX_READ_ELEMENTS, Array, read_node, read_together
 from ..zarr.metadata import ArrayMetadata, GroupMetadata
@@ -95,6 +96,16 @@ def _absent(store, path, lost_if_populated: bool) -> None:
         raise refuse("broken_index", "zarr.json is missing, but the node's folder holds data",
                      store.describe(f"{path}/zarr.json"))
     return None
+
+
+def _lost_group_file(store, path) -> bool:
+    """A group folder without its zarr.json and holding nothing but leftovers of an atomic replace
+    (``.mrec-tmp-*``), in a directory store: the state a lost ``trajectory/box/zarr.json`` leaves
+    when the fixed cell lived in its attributes, which no crash leaves (the group is published before
+    the commit marker that counts its frames).  An archive or a listing of keys shows no empty
+    folder: there the loss is not seen (docs/reliability.md, "Known limits")."""
+    is_dir = getattr(store, "is_dir", None)
+    return bool(is_dir is not None and is_dir(path)) and all(n.startswith(TEMP_MARK) for n in store.list_dir(path))
 
 
 def _array(store, path, *, lost_if_populated: bool = False) -> Array | None:
@@ -387,6 +398,10 @@ def _load_box(store, nstep: int) -> BoxLayout:
             # the group is written in the commit that first lands box arrays: committed arrays
             # without it mean it was lost
             raise refuse("broken_index", "box arrays hold committed cell updates but the group's zarr.json is missing",
+                         store.describe(f"{path}/zarr.json"))
+        if nstep and _lost_group_file(store, path):
+            raise refuse("broken_index", "the box group's folder is there but its zarr.json is missing: the fixed "
+                         "cell its attributes held is lost (every frame would read without its cell)",
                          store.describe(f"{path}/zarr.json"))
         return bl
     where = store.describe(path)

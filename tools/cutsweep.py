@@ -7,7 +7,8 @@ at any offset") are checked:
 
 * the reader (``r[i]`` and ``column``) returns exactly the bits the clean store returns, or
   raises :class:`mrec.CorruptionError`, or warns :class:`mrec.StandInWarning` — never a value
-  that differs without one of them;
+  that differs without one of them; a cut strictly inside the newest copy never warns (it is
+  no power-loss state), a cut exactly at its start never refuses;
 * ``validate --deep`` reports a violation naming the array (N-4e) wherever the reader raised,
   and RT-6 wherever it warned;
 * ``mrec repair`` reports the shard unrecoverable and leaves its bytes as they were when the
@@ -41,8 +42,7 @@ from mrec.zarr.codecs.base import ChunkSpec  # noqa: E402
 from mrec.zarr.store import DirectoryStore  # noqa: E402
 
 KINDS = ("uncompressed", "zstd", "shuffled", "dense")
-FRAMES = 8                  # two shards of 3 frames (one inner chunk each) and a partial third
-PER_CHUNK = 3
+PER_CHUNK = 3               # frames an inner chunk (and a shard): 8 frames make two full shards and a partial one
 ROWS = 2
 # first values zero (a copy beginning with zero bytes: the issue's case), real rows equal to the
 # fill value, -0.0 and a NaN (compared bit for bit)
@@ -74,20 +74,24 @@ class Seed:
         return os.path.join(self.path, *shard.key.split("/"))
 
 
-def build(root: str, kind: str) -> Seed:
-    """One writer run: ``FRAMES`` frames, flushed after every frame (a new copy of the partial
-    chunk each time), ``PER_CHUNK`` frames an inner chunk and a shard."""
+def build(root: str, kind: str, values=None, flushes=None) -> Seed:
+    """One writer run: the frames ``values`` (``ROWS`` numbers each; default :data:`VALUES`),
+    flushed after each frame in ``flushes`` (default every one: a new copy of the partial chunk
+    each time) and at the end, ``PER_CHUNK`` frames an inner chunk and a shard."""
     assert kind in KINDS, kind
+    values = VALUES if values is None else values
     s = mrec.SequenceSchema()
     s.declare_block("atoms", rows=ROWS)
     s.declare_column("atoms", "x", "f64", precision=1e-3 if kind == "shuffled" else None)
     path = os.path.join(root, f"{kind}.mrec")
     with mrec.TrajectoryWriter.create(path, s, compression="zstd" if kind == "zstd" else None,
                                       expected_frames=PER_CHUNK) as w:
-        for i, x in enumerate(VALUES):
-            kw = {"step": i * i, "time": 0.0 if i in (0, 1, 3) else 0.5 * i} if kind == "dense" else {}
-            w.append({"blocks": {"atoms": {"x": np.array(x)}}}, **kw)
-            w.flush()
+        for i, x in enumerate(values):
+            # irregular times (a stored array) from the third frame on, zero (the fill value) where x is
+            kw = {"step": i * i, "time": 0.0 if x[1] == 0 and i != 1 else 0.5 * i * i} if kind == "dense" else {}
+            w.append({"blocks": {"atoms": {"x": np.array(x, dtype=np.float64)}}}, **kw)
+            if flushes is None or i in flushes:
+                w.flush()
     name = "time" if kind == "dense" else "atoms/x"
     seed = Seed(kind, path, "time" if kind == "dense" else "x")
     arr = Array.open(DirectoryStore(path), f"trajectory/{name}", appended=True)
@@ -154,6 +158,17 @@ def _read(seed: Seed, out: Outcome) -> None:
         out.violations.append(f"frames {sorted(out.differs, key=str)} read wrong with no error and no StandInWarning")
 
 
+def _where(shard: Shard, cut: int, out: Outcome) -> None:
+    """The rules that depend on where the cut falls: strictly inside the newest copy (its entry
+    gives its extent) is a cut, never a stand-in; exactly at its start is the power-loss state,
+    whose committed rows the copy before it holds (read, warned when they end in fill)."""
+    off, nb = shard.copies[-1]
+    if off < cut < off + nb and out.warned:
+        out.violations.append("a cut inside the newest copy was read as a stand-in (StandInWarning)")
+    if cut == off and len(shard.copies) > 1 and out.raised:
+        out.violations.append(f"a cut exactly at the newest copy refused frames {sorted(out.raised)}")
+
+
 def _validate(seed: Seed, shard: Shard, out: Outcome) -> None:
     from mrec.validate import validate
     rep = validate(seed.path, deep=True)
@@ -204,6 +219,7 @@ def check_cut(seed: Seed, shard: Shard, cut: int) -> list[str]:
             f.write(shard.original[:cut])
         out = Outcome()
         _read(seed, out)
+        _where(shard, cut, out)
         _validate(seed, shard, out)
         _repair(seed, shard, out, cut)
         return [f"{seed.kind} {shard.key} cut at {cut}: {v}" for v in out.violations]

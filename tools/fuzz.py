@@ -17,6 +17,11 @@ array reader and ``validate --deep``; ``inputs`` calls the writers with what a u
 can get wrong (node names with NUL, '/', a backslash, only periods, 300 bytes or a
 lone surrogate; JSON documents nested thousands deep; targets inside a regular file).
 
+Target ``cut`` (issue 27) cuts a trajectory shard at a random byte offset of a store written
+with random values and flushes (``tools/cutsweep.py``, four array kinds) and checks that the
+reader returns the written bits or raises ``CorruptionError`` or warns ``StandInWarning``,
+and that ``validate --deep`` and ``mrec repair`` say the documented thing; a breach is a failure.
+
     python tools/fuzz.py --n 100000            # the long run
     python tools/fuzz.py --n 300 --seed 1      # a short run (the CI test)
 
@@ -342,6 +347,35 @@ def inputs_case(rng: random.Random, work: str) -> tuple[str, callable]:
     return "pack / unpack inside a regular file", run
 
 
+_CUT_SEEDS: dict = {}
+
+
+def cut_case(rng: random.Random, work: str) -> tuple[str, callable]:
+    """A shard of a small store (one of four array kinds, random values with many zeros, random
+    flushes; built once a run and kind) cut at a random offset: the rules of tools/cutsweep.py."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import cutsweep
+    kind = rng.choice(cutsweep.KINDS)
+    key = (work, kind)
+    if key not in _CUT_SEEDS:
+        os.makedirs(work, exist_ok=True)
+        pick = [0.0, 0.0, -0.0, float("nan"), 1.5, rng.uniform(-9, 9)]
+        values = [[rng.choice(pick) for _ in range(cutsweep.ROWS)] for _ in range(rng.randint(3, 10))]
+        flushes = {i for i in range(len(values)) if rng.random() < 0.6}
+        _CUT_SEEDS[key] = cutsweep.build(work, kind, values, flushes)
+    seed = _CUT_SEEDS[key]
+    shard = rng.choice(seed.shards)
+    cut = rng.randrange(len(shard.original))
+
+    def run():
+        found = cutsweep.check_cut(seed, shard, cut)
+        if found:
+            raise AssertionError("; ".join(found[:3]))
+    return f"{kind} {shard.key} cut at {cut} of {len(shard.original)}", run
+
+
 def files_of(root: str, pred) -> list[str]:
     out = []
     for d, _, fs in os.walk(root):
@@ -375,7 +409,7 @@ def run(n: int, seed: int, out_dir: str | None, verbose: bool) -> int:
     t0 = time.time()
     rng = random.Random(seed)
     work = tempfile.mkdtemp(prefix="mrec-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    targets = ("zarr.json", "shard", "zip", "bounds", "inputs")
+    targets = ("zarr.json", "shard", "zip", "bounds", "inputs", "cut")
     counts = {t: [0, 0, 0] for t in targets}     # clean, refused, failed
     failures = []
     try:
@@ -393,6 +427,10 @@ def run(n: int, seed: int, out_dir: str | None, verbose: bool) -> int:
                 os.makedirs(cases)
                 what, fn = (bounds_case if target == "bounds" else inputs_case)(rng, cases)
                 counts[target][attempt(fn, target, what, what.encode("utf-8", "backslashreplace"), failures)] += 1
+                continue
+            if target == "cut":
+                what, fn = cut_case(rng, os.path.join(work, "cut"))
+                counts[target][attempt(fn, target, what, what.encode(), failures)] += 1
                 continue
             if target == "zip":
                 data = mutate_bytes(rng, zip_bytes)
@@ -418,7 +456,7 @@ def run(n: int, seed: int, out_dir: str | None, verbose: bool) -> int:
                 with open(os.path.join(out_dir, f"failure{i}.{target.replace('.', '_')}"), "wb") as f:
                     f.write(data)
                 with open(os.path.join(out_dir, f"failure{i}.txt"), "w") as f:
-                    where = victim if target in ("bounds", "inputs") else os.path.relpath(victim, work)
+                    where = victim if target in ("bounds", "inputs", "cut") else os.path.relpath(victim, work)
                     f.write(f"{target} {where}\n{what}\n{tb}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -427,7 +465,7 @@ def run(n: int, seed: int, out_dir: str | None, verbose: bool) -> int:
           + "; ".join(f"{t}: {c[0]} read, {c[1]} refused, {c[2]} failed" for t, c in counts.items())
           + f"; failures {len(failures)}")
     for target, victim, _, what, tb in failures[:10]:
-        print(f"  [{target}] {victim if target in ('bounds', 'inputs') else os.path.basename(victim)}: {what}")
+        print(f"  [{target}] {victim if target in ('bounds', 'inputs', 'cut') else os.path.basename(victim)}: {what}")
         if verbose:
             print(tb)
     return 1 if failures else 0

@@ -100,6 +100,8 @@ def check_frames(r, captured, first: int = 0) -> None:
 
 
 def test_openmm_reporter_frames_equal_the_states(tmp_path, water):
+    """Every reportInterval: positions, velocities, cell, step, time and energies bit for bit as the
+    State holds them, the temperature as StateDataReporter prints it, the topology and units."""
     path = str(tmp_path / "run.mrec")
     sim, rep, cap = run(path, water, 300)
     rep.close()
@@ -115,10 +117,24 @@ def test_openmm_reporter_frames_equal_the_states(tmp_path, water):
         atoms = rec.system.blocks["atoms"]
         assert [str(s) for s in atoms["element"][:3]] == ["O", "H", "H"]
         assert [str(s) for s in atoms["res_name"][:3]] == ["HOH"] * 3
-        masses = [system_mass.value_in_unit(unit.dalton) for system_mass in
-                  (sim.system.getParticleMass(i) for i in range(3))]
-        assert atoms["mass"][:3].tolist() == masses
+        assert atoms["mass"][:3].tolist() == [sim.system.getParticleMass(i).value_in_unit(unit.dalton)
+                                              for i in range(3)]
+        charges = sim.system.getForce([type(f).__name__ for f in sim.system.getForces()].index("NonbondedForce"))
+        assert atoms["charge"][:3].tolist() == [charges.getParticleParameters(i)[0].value_in_unit(unit.elementary_charge)
+                                                for i in range(3)]
         assert rec.system.counts["bonds"] == 2 * 185
+
+
+def test_openmm_reporter_forces_without_velocities_or_energies(tmp_path, water):
+    path = str(tmp_path / "run.mrec")
+    _, rep, cap = run(path, water, 100, forces=True, velocities=False, energies=False)
+    rep.close()
+    r = mrec.TrajectoryReader(path)
+    assert list(r.schema.blocks["atoms"].columns) == ["x", "y", "z", "fx", "fy", "fz"] and not r.schema.meta
+    kj_nm = unit.kilojoule_per_mole / unit.nanometer
+    for i, (_step, state) in enumerate(cap.states):
+        assert r[i].forces.tobytes() == np.asarray(state.getForces(asNumpy=True).value_in_unit(kj_nm)).tobytes()
+        assert r[i].velocities is None and r[i].meta == {}
 
 
 def test_openmm_restart_from_checkpoint_drops_the_crashed_tail(tmp_path, water):
@@ -398,3 +414,23 @@ def test_mdtraj_load_refuses_a_changing_atom_count(tmp_path):
     with pytest.raises(RefusalError) as exc:
         mrec.mdtraj.load(path)
     assert exc.value.kind == "row_count_mismatch"
+
+
+# -- the user guide ------------------------------------------------------------------------------
+
+def test_user_guide_snippets_run_as_written(tmp_path):
+    """docs/user-guide.md, "Writing from a running simulation": its python blocks, one after the
+    other in an empty directory, run and print what their comments say."""
+    pytest.importorskip("mdtraj")
+    import re
+    text = open(os.path.join(ROOT, "docs", "user-guide.md"), encoding="utf-8").read()
+    section = text.split("## Writing from a running simulation\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 4
+    done = subprocess.run([sys.executable, "-c", "\n".join(blocks)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == str(np.array([50, 100, 150, 200, 250, 300, 350, 400, 450, 500, 550, 600]))
+    assert lines[1].startswith("11 ") and lines[1].endswith("(55, 3)")
+    assert lines[2].startswith("<mdtraj.Trajectory with 12 frames, 555 atoms, 185 residues, and unitcells")

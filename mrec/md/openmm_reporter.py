@@ -40,6 +40,12 @@ _NM, _PS, _KJ = unit.nanometer, unit.picosecond, unit.kilojoule_per_mole
 _NM_PS, _KJ_NM = _NM / _PS, _KJ / _NM
 
 
+def _in(q, u):
+    """A Quantity's value in unit ``u``: its own value when it is held in ``u`` (a State's values are
+    in OpenMM's units), else converted."""
+    return q._value if q.unit == u else q.value_in_unit(u)
+
+
 def _res_ids(atoms) -> np.ndarray | None:
     """Residue ids as u64 when every one is a non-negative integer (PDB insertion codes are not)."""
     ids = [a.residue.id for a in atoms]
@@ -102,7 +108,10 @@ class MrecReporter(LiveControls):
 
     ``file`` -- the ``*.mrec`` directory; ``reportInterval`` -- steps between frames;
     ``append`` -- continue an existing record after a restart (a new one when there is none);
-    ``enforcePeriodicBox`` -- as OpenMM's DCDReporter; ``velocities`` / ``forces`` -- store them;
+    ``enforcePeriodicBox`` -- as OpenMM's DCDReporter; ``velocities`` / ``forces`` / ``energies``
+    (potential and kinetic energy, temperature) -- store them (an energy costs OpenMM one force
+    evaluation per report unless another reporter asks for it at the same step, as
+    ``StateDataReporter`` does);
     ``precision`` -- positions' absolute precision in nm (default: exact); ``overwrite`` -- replace
     an existing record when not appending (otherwise refused, kind ``exists``); ``flush_every``,
     ``durable``, ``compression``, ``profile``, ``expected_frames``, ``pipeline`` -- the
@@ -110,19 +119,21 @@ class MrecReporter(LiveControls):
     """
 
     def __init__(self, file, reportInterval: int, append: bool = False, enforcePeriodicBox: bool | None = None, *,
-                 velocities: bool = True, forces: bool = False, precision: float | None = None,
-                 overwrite: bool = False, **writer_options):
+                 velocities: bool = True, forces: bool = False, energies: bool = True,
+                 precision: float | None = None, overwrite: bool = False, **writer_options):
         if isinstance(reportInterval, bool) or not isinstance(reportInterval, int) or reportInterval < 1:
             raise MrecError(f"reportInterval {reportInterval!r} is not a positive integer")
         self._reportInterval = reportInterval
         self._enforcePeriodicBox = enforcePeriodicBox
         self._velocities, self._forces, self._precision = bool(velocities), bool(forces), precision
-        self._include = ["positions", "energy"] + (["velocities"] if velocities else []) + \
-            (["forces"] if forces else [])
+        self._energies_on = bool(energies)
+        self._include = ["positions"] + [k for k, on in (("velocities", velocities), ("forces", forces),
+                                                         ("energy", energies)) if on]
         self._live = LiveTrajectory(file, what="an OpenMM reporter", append=append, overwrite=overwrite,
                                     **writer_options)
         self._dof: int | None = None
         self._periodic = False
+        self._cell: tuple | None = None
 
     # -- OpenMM's reporter protocol ---------------------------------------------------
     def describeNextReport(self, simulation) -> dict:
@@ -151,18 +162,28 @@ class MrecReporter(LiveControls):
                          resume_after=int(simulation.currentStep))
 
     def _schema(self, n: int):
-        return md_schema(n, precision=self._precision, velocities=self._velocities, forces=self._forces)
+        return md_schema(n, precision=self._precision, velocities=self._velocities, forces=self._forces,
+                         meta=ENERGY_META if self._energies_on else ())
 
     def _frame(self, simulation, state) -> dict:
-        cols = xyz_columns("", state.getPositions(asNumpy=True).value_in_unit(_NM))
+        cols = xyz_columns("", _in(state.getPositions(asNumpy=True), _NM))
         if self._velocities:
-            cols.update(xyz_columns("v", state.getVelocities(asNumpy=True).value_in_unit(_NM_PS)))
+            cols.update(xyz_columns("v", _in(state.getVelocities(asNumpy=True), _NM_PS)))
         if self._forces:
-            cols.update(xyz_columns("f", state.getForces(asNumpy=True).value_in_unit(_KJ_NM)))
-        frame: dict = {"blocks": {"atoms": cols}, "meta": self._energies(simulation, state)}
+            cols.update(xyz_columns("f", _in(state.getForces(asNumpy=True), _KJ_NM)))
+        frame: dict = {"blocks": {"atoms": cols}}
+        if self._energies_on:
+            frame["meta"] = self._energies(simulation, state)
         if self._periodic:
-            frame["box"] = unit_cell(state.getPeriodicBoxVectors(asNumpy=True).value_in_unit(_NM), (True, True, True))
+            frame["box"] = self._box(np.asarray(_in(state.getPeriodicBoxVectors(asNumpy=True), _NM), dtype=np.float64))
         return frame
+
+    def _box(self, rows: np.ndarray):
+        """The cell of these rows: the last one again while the rows are unchanged (NVT)."""
+        key = rows.tobytes()
+        if self._cell is None or self._cell[0] != key:
+            self._cell = (key, unit_cell(rows, (True, True, True)))
+        return self._cell[1]
 
     def _energies(self, simulation, state) -> dict:
         ke = state.getKineticEnergy()
@@ -171,8 +192,7 @@ class MrecReporter(LiveControls):
             temp = integrator.computeSystemTemperature().value_in_unit(unit.kelvin)
         else:
             temp = (2 * ke / (self._dof * unit.MOLAR_GAS_CONSTANT_R)).value_in_unit(unit.kelvin) if self._dof else 0.0
-        return dict(zip(ENERGY_META, (float(state.getPotentialEnergy().value_in_unit(_KJ)),
-                                      float(ke.value_in_unit(_KJ)), float(temp))))
+        return dict(zip(ENERGY_META, (float(_in(state.getPotentialEnergy(), _KJ)), float(_in(ke, _KJ)), float(temp))))
 
     @staticmethod
     def _checkpoint_at(simulation, step: int) -> bool:

@@ -17,7 +17,6 @@ stated units (``eV`` as ASE writes them; ``kJ/mol`` / ``kcal/mol`` from MD engin
 from __future__ import annotations
 
 import os
-import shutil
 
 import numpy as np
 
@@ -143,6 +142,14 @@ def read_mrec(filename, index=None):
             yield atoms
 
 
+def _foreign(path: str) -> bool:
+    """Something at ``path`` that is not a record: a directory without a root ``zarr.json``, or a
+    file where a ``*.mrec`` directory goes."""
+    if os.path.isdir(path):
+        return not os.path.isfile(os.path.join(path, "zarr.json"))
+    return os.path.lexists(path) and not path.endswith(".zip")
+
+
 def write_mrec(filename, images, precision: float | None = None, profile: str = "reference", compression=None):
     """Write ASE images to a new ``*.mrec`` directory, or ``*.mrec.zip`` (written live, then packed).
 
@@ -150,27 +157,22 @@ def write_mrec(filename, images, precision: float | None = None, profile: str = 
     anything else there is refused.  ``precision`` -- positions' absolute precision in Å."""
     from ase import Atoms
     from .md.convert import _creator, is_mrec_path, write_ase_images
-    from .pack import pack
+    from .pack import NewRecord
     path = os.fspath(filename)
     if not is_mrec_path(path):
         raise MrecError("the mrec format writes <stem>.mrec or <stem>.mrec.zip", path=path)
-    live = path[: -len(".zip")] if path.endswith(".zip") else path
-    for p in {path, live}:
-        if os.path.isdir(p):
-            if not os.path.exists(os.path.join(p, "zarr.json")):
-                raise MrecError("exists and is not an mrec record: not replaced", path=p)
-            shutil.rmtree(p)
-        elif os.path.exists(p):
-            if not p.endswith(".mrec.zip"):
-                raise MrecError("exists and is not an mrec record: not replaced", path=p)
-            os.unlink(p)
+    # written in a temporary sibling of its own, moved or packed into place when complete (a link at
+    # the name refused, kind bad_target; no other name touched)
+    target = NewRecord(path, overwrite=True)
+    if _foreign(path):
+        raise MrecError("exists and is not an mrec record: not replaced", path=path)
     if isinstance(images, Atoms):
         images = [images]
+    live = target.start()
     try:
         write_ase_images(live, images, precision=precision, profile=profile, compression=compression,
                          meta=_creator())
     except BaseException:
-        shutil.rmtree(live, ignore_errors=True)
+        target.abort()
         raise
-    if live != path:
-        pack(live)
+    target.finish()

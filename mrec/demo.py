@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from pathlib import Path
 
 import numpy as np
 
+from .fs import DEFAULT_FS, refuse_link
 from .pack import pack
 from .record.model import Box
 from .record.record import read_record, write_record
+from .record.replace import discard
 from .record.schema import SequenceSchema
 from .record.trajectory_write import TrajectoryWriter
 
@@ -32,11 +33,10 @@ def build_schema(n_atoms: int, max_ions: int) -> SequenceSchema:
 def write_demo(out_dir: Path, *, n_atoms: int = 300, n_frames: int = 200, seed: int = 7) -> Path:
     rng = np.random.default_rng(seed)
     path = out_dir / "demo.mrec"
-    for p in (path, out_dir / "demo.mrec.zip"):
-        if p.is_dir():
-            shutil.rmtree(p)
-        elif p.exists():
-            p.unlink()
+    for p in (path, out_dir / "demo.mrec.zip"):       # the demo's own names: never through a link
+        refuse_link(DEFAULT_FS, str(p), "replace the demo at")
+        if p.exists():
+            discard(DEFAULT_FS, str(p))
     schema = build_schema(n_atoms, 20)
     pos = rng.uniform(0, 40, size=(n_atoms, 3))
     elements = np.array(["O", "H", "H"] * (n_atoms // 3) + ["C"] * (n_atoms % 3), dtype=object)

@@ -271,11 +271,13 @@ class MRECWriter(WriterBase):
             raise MrecError("an mrec Writer writes <stem>.mrec or <stem>.mrec.zip", path=self.filename)
         self.n_atoms = n_atoms
         self.precision, self.profile, self.compression = precision, profile, compression
-        self._live = self.filename[: -len(".zip")] if self.filename.endswith(".zip") else self.filename
-        from .md.convert import _check_out
-        _check_out(self.filename, overwrite)
-        if self._live != self.filename:
-            _check_out(self._live, overwrite)
+        from .md.convert import _refuse_existing
+        from .pack import NewRecord
+        _refuse_existing(self.filename, overwrite)
+        # written in a temporary sibling of its own, moved or packed into place on close (an existing
+        # record replaced only then; no other name touched, a link at the name refused)
+        self._target = NewRecord(self.filename, overwrite=overwrite)
+        self._live = ""
         self._w = None
         self._last_step = None
         self._count = 0
@@ -289,10 +291,15 @@ class MRECWriter(WriterBase):
         skipped: list = []
         system, _ = _topology_system(u if whole else ag, skipped, relations=whole)
         system["meta"] = {"units": MDA_UNITS}
-        write_record(self._live, meta=_creator(), system=system)
-        self._vel, self._frc = bool(ts.has_velocities), bool(ts.has_forces)
-        schema = _schema_atoms(len(ag), self.precision, self._vel, self._frc)
-        self._w = TrajectoryWriter.create(self._live, schema, profile=self.profile, compression=self.compression)
+        self._live = self._target.start()
+        try:
+            write_record(self._live, meta=_creator(), system=system)
+            self._vel, self._frc = bool(ts.has_velocities), bool(ts.has_forces)
+            schema = _schema_atoms(len(ag), self.precision, self._vel, self._frc)
+            self._w = TrajectoryWriter.create(self._live, schema, profile=self.profile, compression=self.compression)
+        except BaseException:
+            self._target.abort()
+            raise
 
     def _write_next_frame(self, obj):
         from .md.convert import _box_of_dimensions, _xyz_cols
@@ -324,7 +331,5 @@ class MRECWriter(WriterBase):
         if w is not None:
             w.close()
             self._w = None
-            if self._live != self.filename:
-                from .pack import pack
-                pack(self._live)
+            self._target.finish()
 

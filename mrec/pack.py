@@ -34,14 +34,15 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .errors import CorruptionError, RefusalError, StoreError, ZipFormatError, path_refusal
-from .fs import DEFAULT_FS, FileSystem, remove_tree
+from .fs import DEFAULT_FS, FileSystem, refuse_link, remove_tree
 from .fs.posix import TEMP_MARK
 from .zarr.zipstore import ZipStore, parent_keys
 from .zarr.zipwrite import ZipWriter
 
 #: Written by a live trajectory writer into the record root; holds its pid.
 from .record.lock import LOCK_NAME, announce, lock_store, parse_lock_pid, pid_alive  # noqa: F401  (re-exported)
-from .record.replace import recover
+from .record.lock import _locker
+from .record.replace import Build, DirLock, OwnedTemp, recover, remove_abandoned, sibling_pattern
 
 RECORD_SUFFIX = ".mrec"
 ARCHIVE_SUFFIX = ".zip"
@@ -91,13 +92,10 @@ def walk_files(fs: FileSystem, root: str) -> list[str]:
     return sorted(out)
 
 
-def _discard(fs: FileSystem, path: str) -> None:
-    """Best-effort removal of a temporary file or tree after a failure."""
+def _discard(temp: OwnedTemp) -> None:
+    """Best-effort removal of this run's temporary file or tree after a failure."""
     try:
-        if fs.is_dir(path):
-            remove_tree(fs, path)
-        elif fs.exists(path):
-            fs.remove(path)
+        temp.discard()
     except OSError:
         pass
 
@@ -193,6 +191,7 @@ def _plan(fs: FileSystem, root: str, out, overwrite: bool) -> PackPlan:
     """The refusals and the plan, with the writer lock held."""
     _check_record_dir(fs, root)          # again: the record may have changed before the lock was ours
     target = os.fspath(out) if out is not None else root + ARCHIVE_SUFFIX
+    refuse_link(fs, target, "pack into")            # never replaced, nor anything it leads to
     if os.path.abspath(target).startswith(os.path.abspath(root) + os.sep):
         raise _refuse("bad_target", target, "archive cannot be written inside the record it packs")
     if fs.is_dir(target):
@@ -234,8 +233,7 @@ def plan_pack(path: str | os.PathLike, *, fs: FileSystem | None = None, out: str
         held.release(remove=held.created)
 
 
-def _write_archive(fs: FileSystem, plan: PackPlan, tmp: str, meter: _Meter, zip64_threshold: int) -> None:
-    writer = ZipWriter(tmp, fs, zip64_threshold)
+def _write_archive(fs: FileSystem, plan: PackPlan, writer: ZipWriter, meter: _Meter) -> None:
     try:
         for key, _size in plan.entries:
             writer.add_file_streaming(key, os.path.join(plan.root, *key.split("/")), fs, on_bytes=meter.add)
@@ -274,9 +272,12 @@ def pack(path: str | os.PathLike, *, keep: bool = False, fs: FileSystem | None =
     if is_url(path):
         raise refuse_remote_write(path, "pack from")
     root = os.fspath(path).rstrip("/") or os.fspath(path)
+    if not keep:                         # the source tree is removed afterwards: never through a link
+        refuse_link(fs, root, "pack and then remove")
     if root.endswith(RECORD_SUFFIX):     # an overwrite a crash interrupted, of the record or a group in it
         recover(fs, os.path.abspath(root))
     _check_record_dir(fs, root)
+    _sweep_asides(fs, root)
     held = _lock(fs, root, keep)         # held until the source is gone: one pack, no writer meanwhile
     if is_url(out):                      # stream the archive up (mrec.pack_remote); returns the URL
         from .fs.remote import storage_options_from_env
@@ -298,29 +299,105 @@ def pack(path: str | os.PathLike, *, keep: bool = False, fs: FileSystem | None =
     try:
         announce(held, "pack")
         meter = _Meter(plan.total_bytes, progress)
-        tmp = temp_sibling(plan.target)
+        temp = OwnedTemp(fs, plan.target, directory=False)     # a killed pack's is removed by the next
         try:
-            _write_archive(fs, plan, tmp, meter, zip64_threshold)
-            _verify_archive(fs, plan, tmp)
-            fs.fsync(tmp)
-            fs.rename(tmp, plan.target)
+            writer = temp.start(lambda tmp: ZipWriter(tmp, fs, zip64_threshold))
+            _write_archive(fs, plan, writer, meter)
+            _verify_archive(fs, plan, temp.path)
+            fs.fsync(temp.path)
+            fs.rename(temp.path, plan.target)
+            temp.release()
         except BaseException as exc:
-            _discard(fs, tmp)
+            _discard(temp)
             refusal = path_refusal(exc, plan.target)
             if refusal is exc:
                 raise
             raise refusal from None
         fs.fsync_dir(_parent(plan.target))
         if not keep:
-            # renamed aside first (still locked): nothing can reach the tree being removed by its name
-            aside = temp_sibling(plan.root)
-            fs.rename(plan.root, aside)
-            fs.fsync_dir(_parent(plan.root))
-            remove_tree(fs, aside)
-            fs.fsync_dir(_parent(plan.root))
+            _remove_source(fs, plan.root)
     finally:
         held.release()
     return pathlib.Path(plan.target)
+
+
+def _sweep_asides(fs: FileSystem, root: str) -> None:
+    """Remove the source trees killed packs left renamed aside (``.<name>.mrec-tmp-<8 hex>/``, their
+    archive already durable) beside ``root``: the ones nobody holds (:func:`_remove_source`)."""
+    parent = os.path.dirname(root)
+    try:
+        with DirLock(fs, parent):
+            remove_abandoned(fs, parent, sibling_pattern(root), directory=True)
+    except OSError:
+        pass                             # a directory without locks: nothing provably abandoned
+
+
+def _remove_source(fs: FileSystem, root: str) -> None:
+    """Remove the packed source: locked (so no later run takes it for a killed pack's), renamed aside
+    so nothing reaches it by its name, then removed."""
+    try:
+        owned = _locker(fs)(root, directory=True, blocking=True)
+    except OSError:                      # no locks here: removed all the same, unmarked
+        owned = None
+    try:
+        aside = temp_sibling(root)
+        fs.rename(root, aside)
+        fs.fsync_dir(_parent(root))
+        remove_tree(fs, aside)
+        fs.fsync_dir(_parent(root))
+    finally:
+        if owned is not None:
+            owned.release()
+
+
+# -- a new record written aside, then moved or packed into place ---------------------------------
+
+class NewRecord:
+    """A new record for ``out`` -- a ``*.mrec`` directory, or a ``*.zip`` archive -- written at the
+    absent :attr:`path` that :meth:`start` returns (the caller makes it: a copy, ``write_record``,
+    ``TrajectoryWriter.create``) inside a locked temporary sibling of ``out``
+    (:class:`~mrec.record.replace.OwnedTemp`, ``.<name>.mrec-tmp-<8 hex>/``), then moved in by the
+    recoverable overwrite protocol (:class:`~mrec.record.replace.Build`) or packed into ``out`` by
+    :meth:`finish`.  Nothing but ``out`` is replaced, never through a link (refused, kind
+    ``bad_target``), an existing one only with ``overwrite`` and once the new record is complete;
+    what a killed run left is removed by the next one into ``out``, and nothing else."""
+
+    def __init__(self, out, *, overwrite: bool, fs: FileSystem | None = None, what: str = "the target"):
+        self.fs = fs if fs is not None else DEFAULT_FS
+        self.out, self.overwrite, self.what = os.fspath(out), overwrite, what
+        refuse_link(self.fs, self.out, "overwrite" if overwrite else "write a record at")
+        if self.fs.exists(self.out) and not overwrite:
+            raise self._taken()
+        self.temp = OwnedTemp(self.fs, self.out, directory=True)
+        self.path = ""
+
+    def _taken(self) -> RefusalError:
+        return _refuse("exists", self.out, f"{self.what} already exists (pass overwrite=True to replace it)")
+
+    def start(self) -> str:
+        self.temp.start()
+        name = os.path.basename(self.out)
+        if name.endswith(ARCHIVE_SUFFIX):               # pack wants a <stem>.mrec
+            name = name[: -len(ARCHIVE_SUFFIX)]
+            name += "" if name.endswith(RECORD_SUFFIX) else RECORD_SUFFIX
+        self.path = os.path.join(self.temp.path, name)
+        return self.path
+
+    def finish(self) -> pathlib.Path:
+        """Move or pack the complete record into ``out``; the temporary sibling is removed."""
+        try:
+            if self.out.endswith(ARCHIVE_SUFFIX):
+                return pathlib.Path(pack(self.path, out=self.out, overwrite=self.overwrite, keep=True,
+                                         fs=self.fs))
+            Build(self.fs, os.path.abspath(self.out), self.path).commit(overwrite=self.overwrite,
+                                                                       refuse_exists=self._taken)
+            return pathlib.Path(self.out)
+        finally:
+            self.temp.discard()
+
+    def abort(self) -> None:
+        """Remove what was written (a failure before :meth:`finish`)."""
+        self.temp.discard()
 
 
 # -- unpack -------------------------------------------------------------------------------
@@ -395,15 +472,19 @@ def unpack(zip_path: str | os.PathLike, *, out: str | os.PathLike | None = None,
     fs = fs if fs is not None else DEFAULT_FS
     archive = os.fspath(zip_path)
     target = _unpack_target(archive, out)
+    refuse_link(fs, target, "unpack into")
+    if not keep:
+        refuse_link(fs, archive, "unpack and then remove")
     if fs.exists(target):
         raise _refuse("exists", target, "unpack target already exists")
     _check_target_dir(fs, target)
     store = _open_for_unpack(fs, archive)
     keys = [k for k in store.list() if not _leftover_entry(k)]
     meter = _Meter(sum(store.size(k) or 0 for k in keys), progress)
-    tmp = temp_sibling(target)
+    temp = OwnedTemp(fs, target, directory=True)       # a killed unpack's is removed by the next
     try:
-        fs.makedirs(tmp)
+        temp.start()
+        tmp = temp.path
         for key in keys:
             dest = os.path.join(tmp, *key.split("/"))
             fs.makedirs(os.path.dirname(dest))
@@ -411,8 +492,9 @@ def unpack(zip_path: str | os.PathLike, *, out: str | os.PathLike | None = None,
         for d in _dirs_deepest_first(keys):
             fs.fsync_dir(os.path.join(tmp, *d.split("/")) if d else tmp)
         fs.rename(tmp, target)
+        temp.release()
     except BaseException as exc:
-        _discard(fs, tmp)
+        _discard(temp)
         refusal = path_refusal(exc, target)
         if refusal is exc:
             raise

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import RefusalError
-from .fs import DEFAULT_FS, remove_tree
+from .fs import DEFAULT_FS
 from .fs.posix import TEMP_MARK
 from .zarr.array import Array, meta_key, read_node
 from .zarr.codecs.shuffle import ShuffleCodec
@@ -162,7 +162,7 @@ def repack(src, out, *, profile: str = "small", overwrite: bool = False, storage
     ``bad_target``, and a URL target (``remote_read_only``).
     """
     from .fs.remote import is_url, refuse_remote_write
-    from .pack import pack, temp_sibling
+    from .pack import NewRecord
     from .record.trajectory_read import TRAJ, load_layout, logical_lengths, open_store
     prof = PROFILES.get(profile)
     if prof is None:
@@ -171,9 +171,7 @@ def repack(src, out, *, profile: str = "small", overwrite: bool = False, storage
     if is_url(out):
         raise refuse_remote_write(out, "repack into")
     fs = DEFAULT_FS
-    as_zip = out.endswith(".zip")
-    if fs.exists(out) and not overwrite:
-        raise RefusalError("repack target already exists", path=out, kind="exists")
+    target = NewRecord(out, overwrite=overwrite, fs=fs, what="repack target")   # a link: refused
     src_s = os.fspath(src)
     if not is_url(src_s) and os.path.abspath(src_s) == os.path.abspath(out):
         raise RefusalError("repack writes a new record; the target is the source", path=out, kind="bad_target")
@@ -192,25 +190,16 @@ def repack(src, out, *, profile: str = "small", overwrite: bool = False, storage
         if read_node(store, TRAJ) is not None:
             layout = load_layout(store)
             logical = logical_lengths(layout)
-        tmp_dir = temp_sibling(out[: -len(".zip")] if as_zip else out) + ".mrec"   # pack wants a *.mrec
-        dst = DirectoryStore(tmp_dir, fs=fs)
+
         try:
+            tmp_dir = target.start()                  # a killed repack's leftovers are removed here
             fs.makedirs(tmp_dir)
-            _copy(store, dst, logical, layout, prof)
-            if as_zip:
-                final = pack(tmp_dir, out=out, overwrite=overwrite)   # removes tmp_dir once the archive is durable
-            else:
-                _fsync_dirs(fs, tmp_dir)
-                if fs.exists(out):
-                    remove_tree(fs, out)
-                fs.rename(tmp_dir, out)
-                fs.fsync_dir(os.path.dirname(os.path.abspath(out)))
-                final = pathlib.Path(out)
+            _copy(store, DirectoryStore(tmp_dir, fs=fs), logical, layout, prof)
+            _fsync_dirs(fs, tmp_dir)
         except BaseException:
-            if fs.exists(tmp_dir):
-                remove_tree(fs, tmp_dir)
+            target.abort()
             raise
-        return final
+        return target.finish()
     finally:
         store.close()
 

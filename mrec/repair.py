@@ -27,7 +27,7 @@ import sys
 
 from .errors import MrecError, StoreError
 from .record.leftovers import link_refusal, prepare_for_writing, scan
-from .fs import DEFAULT_FS
+from .fs import DEFAULT_FS, refuse_link
 from .record.lock import lock_store
 from .record.replace import interrupted, names, recover, recover_within
 from .record.repair import RepairReport, ShardRepair, repair_store
@@ -42,6 +42,7 @@ def repair(path, *, dry_run: bool = False, fs=None) -> RepairReport:
     if is_url(path):
         raise refuse_remote_write(path, "repair")
     p = os.fspath(path)
+    refuse_link(fs or DEFAULT_FS, p, "repair")     # its truncates and removals would follow it (bad_target)
     recovered: list[str] = []
     if not dry_run:            # overwrites a crash interrupted, of the record and of groups in it (mrec.record.replace)
         done = recover(fs or DEFAULT_FS, os.path.abspath(p), within=False)

@@ -270,15 +270,18 @@ def test_create_refuses_a_record_holding_a_link(tmp_path):
 
 
 def test_overwrite_of_a_path_that_is_a_link_leaves_the_link_target_alone(tmp_path):
-    """write_record(overwrite=True) on a name that is a link to a record elsewhere replaces the
-    link, never removing the files of the record it pointed at."""
+    """write_record(overwrite=True) on a name that is a link to a record elsewhere never removes the
+    files of the record it points at; since issue 27 it is refused (kind ``bad_target``, naming the
+    link) and the link kept, as every path that replaces does (spec_tests/test_link_traps.py)."""
     elsewhere = tmp_path / "elsewhere.mrec"
     mrec.write_record(elsewhere, meta={}, status={"state": "old"})
     before = digest(elsewhere)
     link = tmp_path / "link.mrec"
     os.symlink(elsewhere, link)
-    mrec.write_record(link, meta={}, status={"state": "new"}, overwrite=True)
-    assert not link.is_symlink() and mrec.read_record(link).status["state"] == "new"
+    with pytest.raises(RefusalError) as e:
+        mrec.write_record(link, meta={}, status={"state": "new"}, overwrite=True)
+    assert e.value.kind == "bad_target" and str(link) in str(e.value)
+    assert link.is_symlink() and mrec.read_record(link).status["state"] == "old"
     assert digest(elsewhere) == before
 
 

@@ -76,9 +76,30 @@ class FileSystem(Protocol):
         """Create a directory and its parents (no error if present)."""
 
 
-def remove_tree(fs: "FileSystem", root: str) -> None:
-    """Remove a directory tree through ``fs``, files before their directories."""
+def refuse_link(fs: "FileSystem", path: str, action: str) -> None:
+    """Refuse (``RefusalError``, kind ``bad_target``, naming the link) a ``path`` that is itself a
+    symbolic link -- to a directory, to a file or dangling: mrec removes, replaces, truncates and
+    builds only what it names itself, never what a link leads to, and never a link it did not make.
+    ``action`` says what was asked of it (``"overwrite"``, ``"repack into"`` ...)."""
     import os
+    is_link = getattr(fs, "is_link", None)
+    if not (is_link and is_link(path)):
+        return
+    from ..errors import RefusalError
+    try:
+        to = f" (to {os.readlink(path)})"
+    except (OSError, ValueError):
+        to = ""
+    raise RefusalError(f"is a symbolic link{to}; mrec will not {action} it: it never writes through a link, nor "
+                       "replaces or removes one it did not make, so nothing the link leads to is touched (name "
+                       "the real path, or remove the link first)", path=path, kind="bad_target")
+
+
+def remove_tree(fs: "FileSystem", root: str) -> None:
+    """Remove a directory tree through ``fs``, files before their directories; a link inside is
+    unlinked, never entered, and a ``root`` that is a link is refused (:func:`refuse_link`)."""
+    import os
+    refuse_link(fs, root, "remove a tree through")
     for name in fs.list_dir(root):
         child = os.path.join(root, name)
         if fs.is_dir(child) and not fs.is_link(child):   # never recurse through a link

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import secrets
 import time as _time
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,33 +97,24 @@ def _slice(frames) -> slice:
 
 
 def _refuse_existing(out: str, overwrite: bool) -> None:
-    if (os.path.exists(out) or os.path.lexists(out)) and not overwrite:
+    """A link at ``out`` is refused (kind ``bad_target``: nothing it leads to is replaced), an existing
+    ``out`` unless ``overwrite``."""
+    from ..fs import DEFAULT_FS, refuse_link
+    refuse_link(DEFAULT_FS, out, "convert into")
+    if os.path.lexists(out) and not overwrite:
         raise RefusalError(f"{out} already exists (use --overwrite to replace it)", path=out, kind="exists")
 
 
-def _move_into_place(new: str, out: str) -> None:
-    """Rename the finished ``new`` to ``out``; an existing ``out`` is moved aside first and removed
-    only after the rename, so some complete version is always there."""
-    old = None
-    if os.path.lexists(out):
-        old = os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.old-{os.getpid()}")
-        os.rename(out, old)
-    os.rename(new, out)
-    if old is not None:
-        if os.path.isdir(old) and not os.path.islink(old):
-            shutil.rmtree(old)
-        else:
-            os.unlink(old)
-
-
-def _check_out(out: str, overwrite: bool) -> None:
-    if os.path.exists(out) or os.path.lexists(out):
-        if not overwrite:
-            raise RefusalError(f"{out} already exists (use --overwrite to replace it)", path=out, kind="exists")
-        if os.path.isdir(out):
-            shutil.rmtree(out)
-        else:
-            os.unlink(out)
+def _partial(out: str) -> str:
+    """A new empty file of this run's own beside ``out`` (``<out>.<8 hex>.mrec-partial``, made
+    exclusively: never an existing file, never through a link)."""
+    while True:
+        tmp = f"{out}.{secrets.token_hex(4)}.mrec-partial"
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644))
+            return tmp
+        except FileExistsError:
+            continue
 
 
 def convert(src, out, *, top=None, frames=None, precision: float | None = None, profile: str = "reference",
@@ -149,10 +140,11 @@ def convert(src, out, *, top=None, frames=None, precision: float | None = None, 
         if precision is not None and not (isinstance(precision, (int, float)) and precision > 0):
             raise MrecError(f"--precision {precision!r} is not a positive number (Å)")
         _refuse_existing(out, overwrite)
-        # written under a temporary sibling name, moved into place when complete: a failed or
-        # interrupted conversion leaves no half record and keeps what --overwrite would replace
-        live = os.path.join(os.path.dirname(os.path.abspath(out)),
-                            f".{os.path.basename(out)}.convert-{os.getpid()}.mrec")
+        # written in a temporary sibling of this run's own, moved or packed into place when complete:
+        # a failed or interrupted conversion leaves no half record and keeps what --overwrite replaces
+        from ..pack import NewRecord
+        target = NewRecord(out, overwrite=overwrite)
+        live = target.start()
         low = src.lower()
         for c in (".gz", ".bz2", ".xz"):
             if low.endswith(c):
@@ -162,17 +154,10 @@ def convert(src, out, *, top=None, frames=None, precision: float | None = None, 
                 res = _import_ase(src, live, sel, precision, profile, compression, progress)
             else:
                 res = _import_mda(src, live, top, sel, precision, profile, compression, fmt, progress)
-            if out.endswith(".zip"):
-                from ..pack import pack
-                done = os.fspath(pack(live))
-            else:
-                done = live
-            _move_into_place(done, out)
         except BaseException:
-            shutil.rmtree(live, ignore_errors=True)
-            if os.path.exists(live + ".zip"):
-                os.unlink(live + ".zip")
+            target.abort()
             raise
+        target.finish()
         res.output = out
     else:
         raise MrecError(f"one side of a conversion is an mrec record (*.mrec or *.mrec.zip): {src} -> {out}")
@@ -551,7 +536,9 @@ def _export(src, out, sel, *, overwrite, progress) -> ConvertResult:
         steps = r.steps
         times = r.times
         counts: list[int] = []
-        tmp = out + ".mrec-partial"
+        if os.path.isdir(out):
+            raise RefusalError(f"{out} is a directory: not replaced by a file", path=out, kind="exists")
+        tmp = _partial(out)
         try:
             if low.endswith(TEXT_OUT):
                 from .text import write_extxyz, write_pdb, write_xyz
@@ -571,7 +558,7 @@ def _export(src, out, sel, *, overwrite, progress) -> ConvertResult:
                             progress.update(len(counts))
             else:
                 counts = _export_mda(src, idx, tmp, out, progress, res)
-            _move_into_place(tmp, out)
+            os.replace(tmp, out)
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)

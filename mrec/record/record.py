@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import RefusalError, path_refusal
-from ..fs import DEFAULT_FS
+from ..fs import DEFAULT_FS, refuse_link
 from ..fs.posix import TEMP_MARK
 from ..zarr.array import meta_key, read_node, write_group
 from ..zarr.metadata import GroupMetadata
@@ -206,15 +206,34 @@ def _fsync_tree(store: DirectoryStore, keys: list[str]) -> None:
     store.fsync_dir("")
 
 
+def _claim(fs, path, overwrite: bool) -> str:
+    """The absolute path a new store is written at, once checked: not a symbolic link (kind
+    ``bad_target``: nothing it leads to is replaced), an interrupted overwrite of it recovered, and
+    free unless ``overwrite``."""
+    final = os.path.abspath(os.fspath(path))
+    refuse_link(fs, final, "overwrite" if overwrite else "write a record at")
+    recover(fs, final, within=False)               # an overwrite a crash interrupted, first
+    if fs.exists(final) and not overwrite:
+        raise _refuse("exists", "the path exists (pass overwrite=True to replace it)", final)
+    return final
+
+
+def _refuse_links_on(fs, root: str, node: str) -> None:
+    """The record directory and every group directory down to ``node``: none may be a link (a group
+    is built and replaced in its parent's directory; through a link that would be outside the record)."""
+    path = root
+    refuse_link(fs, path, "add to")
+    for part in node.split("/"):
+        path = os.path.join(path, part)
+        refuse_link(fs, path, "replace or build in")
+
+
 def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
     from ..fs.remote import is_url, refuse_remote_write
     if is_url(path):
         raise refuse_remote_write(path, "write a record to")
     fs = fs or DEFAULT_FS
-    final = os.path.abspath(os.fspath(path))
-    recover(fs, final, within=False)               # an overwrite a crash interrupted, first
-    if (fs.exists(final) or fs.is_link(final)) and not overwrite:
-        raise _refuse("exists", "the path exists (pass overwrite=True to replace it)", final)
+    final = _claim(fs, path, overwrite)
     check_system_alignment(rec.system, rec.trajectory, final)
     _check_forcefield_version(rec, final)
     if not _substantive(rec):
@@ -512,10 +531,7 @@ def _new_store(path, write, *, overwrite: bool, fs) -> Path:
     new store is committed under ``.mrec-tmp-new-<name>`` before the old one moves, so a crash leaves a
     complete store under the name or one the next open recovers (:mod:`mrec.record.replace`)."""
     fs = fs or DEFAULT_FS
-    final = os.path.abspath(os.fspath(path))
-    recover(fs, final, within=False)               # an overwrite a crash interrupted, first
-    if (fs.exists(final) or fs.is_link(final)) and not overwrite:
-        raise _refuse("exists", "the path exists (pass overwrite=True to replace it)", final)
+    final = _claim(fs, path, overwrite)
     parent, name = os.path.split(final)
     try:
         fs.makedirs(parent)
@@ -549,6 +565,7 @@ def _add_node(root, node: str, write, *, overwrite: bool, fs) -> Path:
     which the next read or write of the record recovers."""
     fs = fs or DEFAULT_FS
     final_root = os.path.abspath(os.fspath(root))
+    _refuse_links_on(fs, final_root, node)
     if not fs.is_dir(final_root):
         raise _refuse("not_a_record", "sections are added to a directory store (*.mrec), not to a packed "
                                       "archive: unpack it first", final_root)

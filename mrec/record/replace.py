@@ -48,6 +48,7 @@ import json
 import os
 import re
 import secrets
+import stat
 
 from ..errors import StoreError
 from ..fs import remove_tree
@@ -79,6 +80,11 @@ def discard(fs, path: str) -> None:
         remove_tree(fs, path)
 
 
+#: real paths of the :class:`OwnedTemp` directories this process holds: their ``flock`` is the one a
+#: :class:`DirLock` takes, held for the owner's life, so a DirLock of one here is already held
+_OWNED: set[str] = set()
+
+
 class DirLock:
     """The ``flock`` on a record's parent directory that serialises renames (a context manager)."""
 
@@ -87,7 +93,8 @@ class DirLock:
         self.held = None
 
     def __enter__(self):
-        self.held = _locker(self.fs)(self.parent or ".", directory=True, blocking=True)
+        if not (_OWNED and os.path.realpath(self.parent or ".") in _OWNED):
+            self.held = _locker(self.fs)(self.parent or ".", directory=True, blocking=True)
         return self
 
     def __exit__(self, *exc):
@@ -284,33 +291,112 @@ def _abandoned_builds(fs, final: str) -> int:
     Returns how many."""
     parent, name = os.path.split(final)
     pattern = re.compile(re.escape(f"{TEMP_MARK}{name}.") + r"[0-9a-f]{8}\Z")
+    return len(remove_abandoned(fs, parent, pattern, directory=True))
+
+
+def _regular(path: str) -> bool:
+    """A regular file (not a directory, a FIFO, a device: opening those to lock them could block)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def remove_abandoned(fs, parent: str, pattern: re.Pattern, *, directory: bool) -> list[str]:
+    """Remove the entries of ``parent`` that ``pattern`` names, are of the kind their maker makes (a
+    directory, or a regular file; never a link, never the other kind) and whose maker died (nobody
+    holds the ``flock`` it takes on them for its life); a directory's links are unlinked, never
+    entered.  Call with ``parent``'s :class:`DirLock` held.  The names removed."""
     lock = _locker(fs)
-    removed = 0
+    removed: list[str] = []
     for entry in fs.list_dir(parent or "."):
         path = os.path.join(parent, entry)
-        if not pattern.match(entry) or fs.is_link(path) or not fs.is_dir(path):
+        if not pattern.match(entry) or fs.is_link(path) or not (fs.is_dir(path) if directory else _regular(path)):
             continue
         try:
-            held = lock(path, directory=True)
+            held = lock(path, directory=directory)
         except OSError:
             continue
         if held is None:
-            continue                                      # a live build
+            continue                                      # its maker is alive
         try:
-            remove_tree(fs, path)
-            removed += 1
+            discard(fs, path)
+            removed.append(entry)
         finally:
-            held.release()
+            held.release(remove=False)
     return removed
 
 
-class Build:
-    """A record directory being built under a build name, locked by this process."""
+# -- temporary siblings a run owns: pack, unpack, repack ------------------------------
 
-    def __init__(self, fs, final: str):
+def sibling_pattern(target: str, suffix: str = "") -> re.Pattern:
+    """The names :class:`OwnedTemp` gives temporary siblings of ``target``: ``.<name>.mrec-tmp-<8 hex><suffix>``."""
+    name = os.path.basename(target)
+    return re.compile(re.escape(f".{name}{TEMP_MARK}") + r"[0-9a-f]{8}" + re.escape(suffix) + r"\Z", re.DOTALL)
+
+
+class OwnedTemp:
+    """A temporary sibling ``.<name>.mrec-tmp-<8 hex><suffix>`` of ``target`` (a directory, or a file)
+    that this run makes and owns: under the parent's :class:`DirLock`, the siblings of that shape a
+    killed run left (their maker's ``flock`` is free) are removed, then a fresh one is made and
+    ``flock``-ed until :meth:`release`.  So the next run for the same target removes exactly what a
+    killed one made -- never a link, never the other kind, never a live run's, never another name."""
+
+    def __init__(self, fs, target: str, *, directory: bool, suffix: str = ""):
+        self.fs, self.target, self.directory, self.suffix = fs, target, directory, suffix
+        self.parent = os.path.dirname(target)
+        self.path = ""
+        self.removed: list[str] = []
+        self.held = None
+
+    def start(self, make=None):
+        """Make the temporary (``make(path)``, default: a directory, or an empty file, made exclusively)
+        and lock it; what ``make`` returned."""
+        fs = self.fs
+        with DirLock(fs, self.parent):
+            self.removed = remove_abandoned(fs, self.parent, sibling_pattern(self.target, self.suffix),
+                                            directory=self.directory)
+            path = ""
+            while not path or _present(fs, path):
+                path = os.path.join(self.parent, f".{os.path.basename(self.target)}{TEMP_MARK}"
+                                                 f"{secrets.token_hex(4)}{self.suffix}")
+            made = make(path) if make is not None else fs.makedirs(path) if self.directory \
+                else fs.create_exclusive(path)
+            self.path = path
+            self.held = self._lock(path)
+        if self.held is not None and self.directory:
+            _OWNED.add(os.path.realpath(path))
+        return made
+
+    def _lock(self, path: str):
+        try:
+            return _locker(self.fs)(path, directory=self.directory)
+        except OSError:            # no lock to be had (a file system refusing them): owned, unmarked
+            return None
+
+    def discard(self) -> None:
+        """Remove the temporary (if still there) and let it go."""
+        try:
+            if self.path and _present(self.fs, self.path):
+                discard(self.fs, self.path)
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        if self.held is not None:
+            _OWNED.discard(os.path.realpath(self.path))
+            self.held.release(remove=False)
+            self.held = None
+
+
+class Build:
+    """A record directory being built under a build name, locked by this process (or, given ``path``,
+    one built elsewhere by its caller -- inside an :class:`OwnedTemp` -- that only :meth:`commit` moves)."""
+
+    def __init__(self, fs, final: str, path: str | None = None):
         self.fs, self.final = fs, final
         self.parent = os.path.dirname(final)
-        self.path = build_name(final)
+        self.path = path or build_name(final)
         self.held = None
 
     def start(self) -> str:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import CorruptionError, RefusalError, StoreError, WriteError
-from ..fs import DEFAULT_FS
+from ..fs import DEFAULT_FS, refuse_link
 from ..zarr.array import Array, meta_key, read_node, write_group
 from ..zarr.metadata import ArrayMetadata, GroupMetadata, json_dumps
 from ..zarr.store import DirectoryStore
@@ -72,6 +72,7 @@ class Opening:
                expected_frames: int | None = None, pipeline: bool = False) -> "TrajectoryWriter":
         _refuse_url(path, "create a trajectory at")
         path = os.fspath(path)
+        refuse_link(fs or DEFAULT_FS, path, "create a trajectory in")     # kind bad_target
         if profile not in X.PROFILES:
             raise RefusalError(f"profile {profile!r} is not one of {', '.join(X.PROFILES)}", kind="bad_profile")
         if isinstance(schema, (Frame, dict)) and not isinstance(schema, SequenceSchema):
@@ -131,6 +132,7 @@ class Opening:
         step is after S (a restart from a checkpoint at S; see :mod:`mrec.record.truncate`)."""
         _refuse_url(path, "append to")
         path = os.fspath(path)
+        refuse_link(fs or DEFAULT_FS, path, "append to (or repair, or truncate)")   # kind bad_target
         if truncate_after_step is not None:
             from .truncate import check_step
             truncate_after_step = check_step(truncate_after_step)

@@ -204,6 +204,19 @@ def test_openmm_reporter_refuses_an_existing_record_and_an_archive(tmp_path, wat
     assert mrec.TrajectoryReader(path).steps.tolist() == [50, 100]
 
 
+def test_openmm_append_with_other_options_is_refused_untouched(tmp_path, water):
+    """A restart asking for other columns is refused before the reopen truncates anything."""
+    path = str(tmp_path / "run.mrec")
+    sim, rep, _ = run(path, water, 150, velocities=False)
+    rep.close()
+    sim.reporters.clear()
+    sim.currentStep = 50
+    with pytest.raises(RefusalError) as exc:
+        run(path, water, 50, sim=sim, append=True)
+    assert exc.value.kind == "declaration_mismatch" and "vx" in str(exc.value)
+    assert mrec.TrajectoryReader(path).steps.tolist() == [50, 100, 150]
+
+
 def test_openmm_record_reads_in_angstrom_through_mdanalysis(tmp_path, water):
     mda = pytest.importorskip("MDAnalysis")
     import mrec.mdanalysis  # noqa: F401

@@ -136,12 +136,29 @@ class LiveTrajectory:
         opts = dict(self._options)
         create_only = {k: opts.pop(k) for k in ("profile", "expected_frames") if k in opts}
         if self.append_mode and os.path.isfile(os.path.join(self.path, "trajectory", "zarr.json")):
+            self._check_same(schema())               # before the reopen truncates anything
             self._holder[0] = TrajectoryWriter.open(self.path, truncate_after_step=int(resume_after), **opts)
             self.resumed_after = int(resume_after)
             return
         if not os.path.isfile(os.path.join(self.path, "zarr.json")):
             write_record(self.path, meta=self._creator(), system=system())
         self._holder[0] = TrajectoryWriter.create(self.path, schema(), **create_only, **opts)
+
+    def _check_same(self, mine) -> None:
+        """An appended record declares what this writer writes, or it is refused (untouched)."""
+        from ..record.trajectory_read import TrajectoryReader
+        with TrajectoryReader(self.path) as r:
+            stored = r.schema
+        if stored.to_json() == mine.to_json():
+            return
+
+        def fields(s) -> str:
+            cols = [f"{c}" + (f" (precision {d.precision:g})" if d.precision is not None else "")
+                    for c, d in s.blocks["atoms"].columns.items()] if "atoms" in s.blocks else []
+            return f"columns {', '.join(cols) or 'none'}; meta {', '.join(s.meta) or 'none'}"
+        raise RefusalError(f"the record holds {fields(stored)}, {self.what} writes {fields(mine)}: continue it "
+                           "with the options it was written with (velocities, forces, energies, precision)",
+                           path=self.path, kind="declaration_mismatch")
 
     def _creator(self) -> dict:
         from .. import __version__

@@ -342,14 +342,15 @@ class _Checker:
     def check_trajectory(self, system):
         from .record.record import check_system_alignment
         from .record.trajectory_read import TrajectoryReader
+        from .record.trajectory_walk import walk_ordinals
         where = self.where("trajectory")
         reader = self.attempt(lambda: TrajectoryReader(None, store=self.store), where=where)
         if reader is None:
             return None
         self.attempt(check_system_alignment, system, reader, where, rule="N-3.1s", where=where)
         if self.deep:
-            n = len(reader)
-            for i in range(n):
+            # every frame that can differ, bounded by what the store holds (nstep is a claim)
+            for i in walk_ordinals(reader.layout).tolist():
                 if self.attempt(reader.__getitem__, i, where=f"{where} frame {i}") is None:
                     break
                 self.report.checked["frames"] += 1
@@ -407,9 +408,10 @@ class _Checker:
         m = arr.meta
         sh = arr.sharding
         n = m.shape[0] if rows is None else min(rows, m.shape[0])
-        for s in range(-(-n // m.chunk_shape[0])):
-            key = arr.chunk_key((s,) + (0,) * (m.ndim - 1))
-            if key not in arr.unverified_indexes:
+        for coords in arr.stored_chunks() if arr.unverified_indexes else ():   # what the files hold
+            s = coords[0]
+            key = arr.chunk_key(coords)
+            if s * m.chunk_shape[0] >= n or key not in arr.unverified_indexes:
                 continue
             index = arr._index_cache.get(key)
             for coord, how in sorted(getattr(index, "degraded", {}).items()):
@@ -439,14 +441,18 @@ class _Checker:
             return
         n = m.shape[0] if rows is None else min(rows, m.shape[0])
         srows = m.chunk_shape[0]
-        for s in range(-(-n // srows) if srows else 0):
-            key = arr.chunk_key((s,) + (0,) * (m.ndim - 1))
-            if self.store.size(key) is None:
-                lo, hi = s * srows, min(n, (s + 1) * srows)
-                self.add("RT-1", arr.name, f"shard {self.where(key)} was never written: rows {lo}..{hi - 1} "
-                         f"read as the fill value {m.fill_value!r} (the Zarr rule). mrec writes every shard of "
-                         "a trajectory array, so in a store it wrote this file was lost", "missing_chunk",
-                         "warning")
+        count = -(-n // srows) if srows else 0
+        held = sorted({c[0] for c in arr.stored_chunks()})      # runs between them: bounded by the files
+        for a, b in zip([0] + [s + 1 for s in held], held + [count]):
+            if a >= min(b, count):
+                continue
+            b = min(b, count)
+            key = self.where(arr.chunk_key((a,) + (0,) * (m.ndim - 1)))
+            what = f"shard {key} was" if b == a + 1 else f"{b - a} shards from {key} on were"
+            lo, hi = a * srows, min(n, b * srows)
+            self.add("RT-1", arr.name, f"{what} never written: rows {lo}..{hi - 1} read as the fill value "
+                     f"{m.fill_value!r} (the Zarr rule). mrec writes every shard of a trajectory array, so in a "
+                     "store it wrote this file was lost", "missing_chunk", "warning")
 
     def logical_rows(self, sections: dict) -> dict[str, int]:
         """Array path -> rows within the logical length (trajectory arrays only)."""
@@ -507,32 +513,6 @@ def _walk_codecs(pipeline):
                 yield from _walk_codecs(sub)
 
 
-def _stored_chunks(arr: Array) -> list[tuple[int, ...]]:
-    """Grid coordinates of the chunks (shards) ``arr`` has in its store, from a listing of its keys:
-    what the files hold, never what a (1 KB) ``zarr.json`` declares.  A key that names no cell of
-    the grid is no chunk of this array and is skipped."""
-    m = arr.meta
-    enc = m.chunk_key_encoding
-    grid = m.chunk_grid_shape
-    lead = f"{arr.path}/" if arr.path else ""
-    out = []
-    for key in arr.store.list(arr.path):
-        rel = key[len(lead):]
-        if rel == "zarr.json":
-            continue
-        parts = rel.split(enc.separator)
-        if enc.name == "default":
-            if parts[0] != "c":
-                continue
-            parts = parts[1:]
-        if len(parts) != m.ndim or not all(p.isdigit() and p.isascii() and len(p) <= 20 for p in parts):
-            continue
-        coords = tuple(int(p) for p in parts)
-        if all(c < g for c, g in zip(coords, grid)) and enc.key(coords) == rel:
-            out.append(coords)
-    return sorted(out)
-
-
 def _read_every_chunk(arr: Array, rows: int | None) -> int:
     """Decode every stored chunk of ``arr`` within ``rows`` leading rows (all when None); returns chunks read.
 
@@ -547,7 +527,7 @@ def _read_every_chunk(arr: Array, rows: int | None) -> int:
     n = m.shape[0] if rows is None else min(rows, m.shape[0])
     c0 = m.chunk_shape[0]
     count = 0
-    for coords in _stored_chunks(arr):
+    for coords in arr.stored_chunks():
         lo = coords[0] * c0
         if lo >= n:
             continue

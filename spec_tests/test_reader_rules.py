@@ -265,3 +265,115 @@ def test_a_trajectory_without_a_cell_and_an_empty_box_leftover_state(tmp_path):
     with open(os.path.join(tmp_path, "c.mrec", "trajectory", "box", ".mrec-tmp-zarr.json.0123abcd"), "wb") as f:
         f.write(b'{"zarr_format": 3, "node_type": "group", "attributes": {"vectors"')
     assert len(mrec.TrajectoryReader(str(tmp_path / "c.mrec"))) == 0
+
+
+# -- bounded resources -----------------------------------------------------------------------------
+
+_PROBE = """
+import resource, sys, time, json
+resource.setrlimit(resource.RLIMIT_AS, ({limit} << 20, {limit} << 20))   # a 16 GiB attempt fails fast
+import numpy as np, mrec
+from mrec.validate import validate
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+try:
+{body}
+    out = {{"ok": True, "value": repr(got)[:400]}}
+except Exception as exc:   # noqa: BLE001 - reported to the test
+    out = {{"ok": False, "type": type(exc).__name__, "kind": getattr(exc, "kind", None), "text": str(exc)[:400]}}
+out["seconds"] = time.perf_counter() - t0
+out["peak_mb"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024
+print(json.dumps(out))
+"""
+
+
+def _probe(body: str, limit_mb: int = 1500) -> dict:
+    """Run ``body`` (which sets ``got``) in a fresh interpreter whose address space is capped (so a
+    claim of 16 GiB cannot take the machine): its outcome, seconds and peak RSS growth in MB."""
+    code = _PROBE.format(limit=limit_mb, body=textwrap.indent(textwrap.dedent(body), "    "))
+    env = {**os.environ, "PYTHONPATH": ROOT, "MREC_THREADS": "1"}
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "type": "timeout", "kind": None, "text": "", "seconds": 60.0, "peak_mb": 0.0}
+    assert p.returncode == 0 and p.stdout.strip(), p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _declare_huge_frame_column(path, rows=2**31, chunk=None):
+    """A frame column (a fixed array) whose zarr.json and block count claim ``rows`` rows, its one
+    stored chunk holding 5."""
+    mrec.write_record(path, meta={}, frame={"blocks": {"atoms": {"x": np.arange(5.0)}}})
+    _edit_json(os.path.join(path, "frame", "atoms", "x", "zarr.json"), lambda d: (
+        d.update(shape=[rows]),
+        d["chunk_grid"]["configuration"].update(chunk_shape=[chunk or 5])))
+    _edit_json(os.path.join(path, "frame", "atoms", "zarr.json"), lambda d: d["attributes"].update(count=rows))
+
+
+@pytest.mark.parametrize("chunk", [None, 2**31])
+def test_a_fixed_array_declared_huge_is_refused_before_allocating(tmp_path, chunk):
+    """A frame column declared [2**31] allocated 16 GiB on read (read_record, read_frame and
+    validate --deep): a read that would materialise more than the store's chunks can hold is
+    refused (too_large) before anything is allocated, in bounded time."""
+    path = str(tmp_path / "r.mrec")
+    _declare_huge_frame_column(path, chunk=chunk)
+    for call in ("mrec.read_frame(path)", "mrec.read_record(path).frame",
+                 "mrec.zarr.array.Array.open(mrec.zarr.store.DirectoryStore(path), 'frame/atoms/x').read()"):
+        out = _probe(f"import mrec.zarr.store\npath = {path!r}\ngot = {call}")
+        assert not out["ok"] and out["kind"] == "too_large" and "frame/atoms/x" in out["text"], (call, out)
+        assert out["peak_mb"] < 200 and out["seconds"] < 10, (call, out)
+    out = _probe(f"r = validate({path!r}, deep=True)\ngot = [(v.rule, v.kind) for v in r.violations]")
+    assert out["ok"] and "too_large" in out["value"] and out["peak_mb"] < 200 and out["seconds"] < 10, out
+
+
+def test_the_bound_is_what_the_stored_chunks_can_hold(tmp_path, monkeypatch):
+    """Not a fixed size: a read the stored chunks back reads whole (uncompressed: their bytes;
+    compressed: their bytes times the codec's expansion), one beyond them by more than the fill
+    allowance is refused; a small read over a huge grid visits the stored chunks only."""
+    import mrec.zarr.array as A
+    monkeypatch.setattr(A, "MAX_FILL_BYTES", 1 << 20)
+    st = DirectoryStore(tmp_path)
+    from mrec.record.fixed import write_fixed_array
+    values = np.arange(6 * 2**17, dtype=np.float64)                 # 6 MiB in 12 chunks of 512 KiB
+    write_fixed_array(st, "a", values, "f64")
+    assert np.array_equal(Array.open(st, "a").read(), values)
+    _edit_json(tmp_path / "a" / "zarr.json", lambda d: d.update(shape=[64 * 2**17]))   # 64 MiB declared
+    got = Array.open(st, "a").read(slice(0, 6 * 2**17 + 2**16))      # 0.5 MiB of fill: allowed
+    assert np.array_equal(got[:6 * 2**17], values) and not got[6 * 2**17:].any()
+    with pytest.raises(RefusalError) as e:
+        Array.open(st, "a").read()
+    assert e.value.kind == "too_large" and "a" in str(e.value)
+    for codec in ("zstd", "gzip"):                                   # 32 MiB of zeros in one small chunk
+        os.makedirs(tmp_path / codec)
+        (tmp_path / codec / "zarr.json").write_text(json.dumps({
+            "zarr_format": 3, "node_type": "array", "shape": [2**22], "data_type": "float64", "fill_value": 0.0,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2**22]}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                       {"name": codec, "configuration": {"level": 1}}]}))
+        Array.open(st, codec).write(np.full(2**22, 1.5))
+        assert os.path.getsize(tmp_path / codec / "c" / "0") < 1 << 20            # far below 32 MiB
+        assert (Array.open(st, codec).read() == 1.5).all()
+
+
+@pytest.mark.parametrize("e", [40, 62])
+def test_validate_deep_on_a_huge_nstep_is_bounded_by_what_is_stored(tmp_path, e):
+    """nstep 2^40 / 2^62 (one stored frame, a progression, a column declared 3 x 2^40 rows): the deep
+    frame walk resolved every ordinal (past 10 s, never ending); it now walks what the store holds."""
+    path = str(tmp_path / "t.mrec")
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=3)
+    s.declare_column("atoms", "x", "f64")
+    with mrec.TrajectoryWriter.create(path, s) as w:
+        w.append({"blocks": {"atoms": {"x": np.arange(3.0)}}})
+    _edit_json(os.path.join(path, "trajectory", "zarr.json"), lambda d: d["attributes"].update(
+        nstep=2**e, step_progression={"start": 0, "stride": 1}))
+    if e == 40:
+        _edit_json(os.path.join(path, "trajectory", "atoms", "x", "zarr.json"), lambda d: d.update(shape=[3 * 2**e]))
+    out = _probe(f"r = validate({path!r}, deep=True)\n"
+                 "got = (r.ok, r.checked['frames'], [(v.rule, v.kind) for v in r.violations + r.warnings])")
+    assert out["ok"] and out["seconds"] < 10 and out["peak_mb"] < 200, out
+    ok, frames, found = eval(out["value"])
+    assert ok and 1 <= frames < 1000 and all(rule == "RT-1" for rule, _kind in found), out
+    r = mrec.TrajectoryReader(path)
+    assert len(r) == 2**e and r[2**e - 1].blocks["atoms"]["x"].tolist() == ([0.0] * 3 if e == 40 else [0.0, 1.0, 2.0])

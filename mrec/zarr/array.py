@@ -150,6 +150,28 @@ COALESCE_BYTES = 4 << 20
 READ_AHEAD = 1 << 20          # a forward walk of whole-chunk reads fetches up to this many bytes at once
 
 
+#: most bytes of fill value one read materialises beyond what the chunks the store holds can decode to
+MAX_FILL_BYTES = 256 << 20
+#: a read over more chunks than this visits the stored ones (one listing) instead of the whole grid
+SPARSE_WALK = 4096
+#: most decoded bytes one stored byte of a compressor's output can give (deflate: 1032; a zstd RLE
+#: block: 128 KiB from 4 bytes, doubled)
+_EXPANSION = {"gzip": 1032, "zstd": 1 << 16}
+
+
+def _expansion(pipeline) -> int:
+    """Most in-memory bytes one stored byte of a chunk of ``pipeline`` can decode to: the product of
+    its compressors' expansions (a shard's file bounds its inner chunks'), times 2 for strings (each
+    item takes at least 4 stored bytes and 8 in an object array)."""
+    r = 1
+    for c in pipeline.bytes_bytes:
+        r *= _EXPANSION.get(c.name, 1)
+    ab = pipeline.array_bytes
+    if isinstance(ab, ShardingCodec):
+        return r * _expansion(ab.codecs)
+    return r * (2 if ab.name == "vlen-utf8" else 1)
+
+
 def _check_alloc(shape, where: str) -> None:
     n = 1
     for s in shape:
@@ -346,31 +368,87 @@ class Array:
         trailing_grid = tuple(-(-s // c) for s, c in zip(m.shape[1:], cs[1:]))
         c_first, c_stop = start // cs[0], -(-stop // cs[0])
         whole = c_stop - c_first == 1 and all(g == 1 for g in trailing_grid)   # one chunk holds the range
+        stored = self._stored_for(c_first, c_stop, math.prod(want) * dtype.itemsize,
+                                  (c_stop - c_first) * math.prod(trailing_grid))
         if not whole and self._shards_span_trailing():
-            return self._read_shards_into(start, stop, np.empty(want, dtype=dtype), threads)
+            out = np.empty(want, dtype=dtype) if stored is None else np.full(want, m.fill_value, dtype=dtype)
+            return self._read_shards_into(start, stop, out, threads, stored)
         out = None
-        for c0 in range(c_first, c_stop):
+        cells = ((c0, *ct) for c0 in range(c_first, c_stop) for ct in _cells(trailing_grid)) if stored is None \
+            else iter(stored)
+        for coords in cells:
+            c0, ct = coords[0], coords[1:]
             lo0 = c0 * cs[0]
             r_lo, r_hi = max(start, lo0) - lo0, min(stop, lo0 + cs[0]) - lo0
-            for ct in _cells(trailing_grid):
-                coords = (c0, *ct)
-                block = self._read_chunk_rows(coords, r_lo, r_hi, threads)
-                if out is None:
-                    if whole and block is not None and block.shape == want and block.dtype == dtype:
-                        # the one copy (a frame of a frame-aligned column); a block the shard read
-                        # assembled itself (it owns its data: never a view of a cached chunk) is ours
-                        return block if block.flags.owndata else block.copy()
-                    out = np.full(want, m.fill_value, dtype=dtype)
-                if block is None:
+            block = self._read_chunk_rows(coords, r_lo, r_hi, threads)
+            if out is None:
+                if whole and block is not None and block.shape == want and block.dtype == dtype:
+                    # the one copy (a frame of a frame-aligned column); a block the shard read
+                    # assembled itself (it owns its data: never a view of a cached chunk) is ours
+                    return block if block.flags.owndata else block.copy()
+                out = np.full(want, m.fill_value, dtype=dtype)
+            if block is None:
+                continue
+            dst = [slice(lo0 + r_lo - start, lo0 + r_hi - start)]
+            src = [slice(None)]
+            for c, s, size in zip(ct, cs[1:], m.shape[1:]):
+                hi = min((c + 1) * s, size)
+                dst.append(slice(c * s, hi))
+                src.append(slice(0, hi - c * s))
+            out[tuple(dst)] = block[tuple(src)]
+        return out if out is not None else np.full(want, m.fill_value, dtype=dtype)
+
+    def stored_chunks(self) -> list[tuple[int, ...]]:
+        """Grid coordinates of the chunks (shards) this array has in its store, sorted, from a listing
+        of its keys: what the files hold, never what a (1 KB) ``zarr.json`` declares.  A key that
+        names no cell of the grid is no chunk of this array and is skipped."""
+        m = self.meta
+        enc = m.chunk_key_encoding
+        grid = m.chunk_grid_shape
+        lead = f"{self.path}/" if self.path else ""
+        out = []
+        for key in self.store.list(self.path):
+            rel = key[len(lead):]
+            if rel == "zarr.json":
+                continue
+            parts = rel.split(enc.separator)
+            if enc.name == "default":
+                if parts[0] != "c":
                     continue
-                dst = [slice(lo0 + r_lo - start, lo0 + r_hi - start)]
-                src = [slice(None)]
-                for c, s, size in zip(ct, cs[1:], m.shape[1:]):
-                    hi = min((c + 1) * s, size)
-                    dst.append(slice(c * s, hi))
-                    src.append(slice(0, hi - c * s))
-                out[tuple(dst)] = block[tuple(src)]
-        return out
+                parts = parts[1:]
+            if len(parts) != m.ndim or not all(p.isdigit() and p.isascii() and len(p) <= 20 for p in parts):
+                continue
+            coords = tuple(int(p) for p in parts)
+            if all(c < g for c, g in zip(coords, grid)) and enc.key(coords) == rel:
+                out.append(coords)
+        return sorted(out)
+
+    def _stored_for(self, c_first: int, c_stop: int, nbytes: int, ncells: int) -> list | None:
+        """For a read of ``nbytes`` over ``ncells`` chunks of leading coordinates [c_first, c_stop):
+        None when it is small (at most :data:`MAX_FILL_BYTES` over at most :data:`SPARSE_WALK` chunks:
+        the grid is walked), else the stored chunks in range (one listing), after refusing
+        (``too_large``) a read the stored chunks cannot back — each decodes to at most its file's
+        size times its codecs' expansion, the rest is fill, of which at most MAX_FILL_BYTES is made.
+        So a ``zarr.json`` declaring 2^31 rows over 40 stored bytes allocates nothing and visits one
+        chunk, not 2^31 / 5."""
+        if nbytes <= MAX_FILL_BYTES and ncells <= SPARSE_WALK:
+            return None
+        stored = [c for c in self.stored_chunks() if c_first <= c[0] < c_stop]
+        if nbytes > MAX_FILL_BYTES:
+            m = self.meta
+            chunk_bytes = math.prod(m.chunk_shape) * m.data_type.numpy.itemsize
+            ratio = _expansion(m.codecs)
+            held = 0
+            for c in stored:
+                held += min(chunk_bytes, (self.store.size(self.chunk_key(c)) or 0) * ratio)
+                if held + MAX_FILL_BYTES >= nbytes:
+                    break
+            else:
+                raise RefusalError(f"a read of {nbytes} bytes, of which the {len(stored)} chunks the store holds "
+                                   f"for it can decode to at most {held}: the rest would be the fill value of "
+                                   f"chunks never written, more than {MAX_FILL_BYTES} bytes (a shape declared "
+                                   "beyond the data; read a smaller range)", path=self.name, kind="too_large")
+        return stored
 
     def _shards_span_trailing(self) -> bool:
         """Sharded by byte ranges with shards spanning the trailing axes exactly (each shard's rows
@@ -378,15 +456,17 @@ class Array:
         m = self.meta
         return self.sharding is not None and m.ndim >= 1 and tuple(m.chunk_shape[1:]) == tuple(m.shape[1:])
 
-    def _read_shards_into(self, start: int, stop: int, out: np.ndarray, threads: int | None) -> np.ndarray:
+    def _read_shards_into(self, start: int, stop: int, out: np.ndarray, threads: int | None,
+                          stored: list | None = None) -> np.ndarray:
         """Rows [start, stop) (inside the array, start < stop) decoded straight into ``out``, their
         shape and dtype (any strides: a column of an interleaved result), shard after shard: the
         chunks, checks and errors of :meth:`_read_range` without a fill of the result or a copy of
-        a shard's block.  Only when :meth:`_shards_span_trailing`."""
+        a shard's block.  Only when :meth:`_shards_span_trailing`.  With ``stored`` (the shards the
+        store holds, :meth:`_stored_for`) only those are visited: ``out`` already holds the fill."""
         m = self.meta
         cs = m.chunk_shape
         tail = (0,) * (m.ndim - 1)
-        for c0 in range(start // cs[0], -(-stop // cs[0])):
+        for c0 in range(start // cs[0], -(-stop // cs[0])) if stored is None else (c[0] for c in stored):
             lo0 = c0 * cs[0]
             r_lo, r_hi = max(start, lo0) - lo0, min(stop, lo0 + cs[0]) - lo0
             dst = out[lo0 + r_lo - start:lo0 + r_hi - start]

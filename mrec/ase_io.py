@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from .errors import MrecError
+from .errors import MrecError, RefusalError
 from .md import require
 
 __all__ = ["mrec_format", "read_mrec", "write_mrec"]
@@ -73,13 +73,22 @@ def _numbers(symbols) -> np.ndarray:
 
 
 def _selection(index, n: int):
+    """The image ordinals ``index`` selects of ``n`` (ASE's index: None, N, "START:STOP[:STEP]",
+    a slice); a malformed one is a ``bad_frames`` refusal."""
+    from .md.convert import is_index, valid_slice
     if index is None:
         return [n - 1] if n else []
+    shown = index
     if isinstance(index, str):
         from ase.io.formats import string2index
-        index = string2index(index)
+        try:
+            index = string2index(index)
+        except ValueError:
+            raise RefusalError(f"index {shown!r} is not N or START:STOP[:STEP]", kind="bad_frames") from None
     if isinstance(index, slice):
-        return list(range(*index.indices(n)))
+        return list(range(*valid_slice(index, shown).indices(n)))
+    if not is_index(index):
+        raise RefusalError(f"index {shown!r} is not an integer, a slice or START:STOP[:STEP]", kind="bad_frames")
     i = int(index)
     if not -n <= i < n:
         raise IndexError(f"image {i} out of range for {n} images")

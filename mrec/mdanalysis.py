@@ -24,6 +24,7 @@ It pickles (the record is reopened by name).  MDAnalysis holds one atom count: a
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -42,7 +43,29 @@ from MDAnalysis.core.topologyattrs import (Angles, Atomids, Atomnames, Atomtypes
 from MDAnalysis.lib.util import store_init_arguments  # noqa: E402
 from MDAnalysis.topology.base import TopologyReaderBase  # noqa: E402
 
-__all__ = ["MRECReader", "MRECParser", "MRECWriter"]
+__all__ = ["MRECReader", "MRECParser", "MRECWriter", "RecordRefusal"]
+
+
+class RecordRefusal(MrecError):
+    """A record MDAnalysis cannot open (truncated, damaged, refused), from the Reader or the
+    topology parser.
+
+    MDAnalysis rewraps a ``ValueError`` raised while it builds a Universe's topology (``Failed to
+    construct topology ...``) or a ChainReader's part (a ``TypeError`` without the message), and a
+    :class:`~mrec.errors.RefusalError` is a ``ValueError``: the Reader and the parser raise this
+    instead, an :class:`MrecError` and nothing else, which MDAnalysis lets through.  Its ``kind``,
+    ``path`` and message are the original's, which is its ``__cause__``."""
+
+
+@contextmanager
+def _passed_through():
+    """Raise an MrecError MDAnalysis would rewrap (a ValueError, OSError ...) as a RecordRefusal."""
+    try:
+        yield
+    except MrecError as exc:
+        if isinstance(exc, (ValueError, OSError, NotImplementedError)):
+            raise RecordRefusal(exc.detail, path=exc.path, kind=exc.kind) from exc
+        raise
 
 
 def _hint(thing) -> bool:
@@ -93,6 +116,14 @@ class MRECReader(ReaderBase):
     @store_init_arguments
     def __init__(self, filename, convert_units=True, **kwargs):
         super().__init__(filename, convert_units=convert_units, **kwargs)
+        with _passed_through():
+            try:
+                self._open()
+            except BaseException:
+                self.close()
+                raise
+
+    def _open(self) -> None:
         self._setup()
         cols = self._rec.trajectory.schema.blocks["atoms"].columns
         self.has_velocities = all(c in cols for c in ("vx", "vy", "vz"))
@@ -199,6 +230,10 @@ class MRECParser(TopologyReaderBase):
         return _hint(thing)
 
     def parse(self, **kwargs):
+        with _passed_through():
+            return self._parse()
+
+    def _parse(self):
         with _open(self.filename) as rec:
             system = rec.system
             if system is not None and "atoms" in system.blocks:

@@ -33,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MrecError, RefusalError
+from ..errors import MrecError, RefusalError, StoreError
 from . import require
+from .foreign import check_xyz_headers, library_frames, reading
 
 __all__ = ["convert", "ConvertResult", "is_mrec_path", "ASE_SUFFIXES", "TEXT_OUT"]
 
@@ -81,19 +82,44 @@ def _size(path: str) -> int:
     return os.path.getsize(path) if os.path.exists(path) else 0
 
 
+def _bad_frames(frames, why: str) -> RefusalError:
+    return RefusalError(f"frames {frames!r} {why}", kind="bad_frames")
+
+
 def _slice(frames) -> slice:
+    """A frame selection as a slice of integers with a non-zero step, or a ``bad_frames`` refusal."""
     if frames is None:
         return slice(None)
-    if isinstance(frames, slice):
-        return frames
+    shown = frames
     if isinstance(frames, str):
-        parts = [int(p) if p.strip() else None for p in frames.split(":")]
+        try:
+            parts = [int(p) if p.strip() else None for p in frames.split(":")]
+        except ValueError:
+            raise _bad_frames(frames, "is not START:STOP[:STEP] of integers") from None
         if not 1 <= len(parts) <= 3:
-            raise MrecError(f"--frames {frames!r} is not START:STOP[:STEP]")
-        if len(parts) == 1:
+            raise _bad_frames(frames, "is not START:STOP[:STEP]")
+        if len(parts) == 1 and parts[0] is not None:
             return slice(parts[0], None if parts[0] == -1 else parts[0] + 1)
-        return slice(*parts)
-    raise MrecError(f"frames {frames!r} is not a slice or START:STOP[:STEP]")
+        frames = slice(*parts)
+    if not isinstance(frames, slice):
+        raise _bad_frames(frames, "is not a slice or START:STOP[:STEP]")
+    return valid_slice(frames, shown)
+
+
+def is_index(v) -> bool:
+    """An integer usable as a frame index (not a bool)."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def valid_slice(sel: slice, shown=None) -> slice:
+    """``sel`` if its bounds are integers or None and its step is not 0, else a ``bad_frames``
+    refusal showing ``shown`` (the selection as the caller gave it)."""
+    shown = sel if shown is None else shown
+    if not all(v is None or is_index(v) for v in (sel.start, sel.stop, sel.step)):
+        raise _bad_frames(shown, "has a bound that is not an integer")
+    if sel.step == 0:
+        raise _bad_frames(shown, "has step 0")
+    return sel
 
 
 def _refuse_existing(out: str, overwrite: bool) -> None:
@@ -276,22 +302,14 @@ def _mda_universe(src: str, top, fmt):
     mda = require("MDAnalysis")
     import warnings
     kwargs = {"format": fmt} if fmt else {}
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), reading(src, "MDAnalysis cannot read it"):
         warnings.simplefilter("ignore")
-        try:
-            u = mda.Universe(top, src, **kwargs) if top else mda.Universe(src, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - MDAnalysis' parsers raise many types for bad input
-            raise MrecError(f"MDAnalysis cannot read it ({_one_line(exc)})", path=src) from None
-    try:
-        u.trajectory
-    except AttributeError:
-        raise MrecError("MDAnalysis reads a topology but no coordinates from it: give the trajectory as IN and "
-                        "the topology with --top", path=src) from None
+        u = mda.Universe(top, src, **kwargs) if top else mda.Universe(src, **kwargs)
+        if not hasattr(u, "trajectory"):
+            raise MrecError("MDAnalysis reads a topology but no coordinates from it: give the trajectory as IN "
+                            "and the topology with --top", path=src)
+        u.trajectory.n_frames         # noqa: B018 - an XTC / TRR builds its frame offsets here
     return u
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())
 
 
 def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progress) -> ConvertResult:
@@ -302,7 +320,8 @@ def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progr
     traj = u.trajectory
     res = ConvertResult(src, live, reader=f"MDAnalysis {type(traj).__name__}")
     if precision is None:
-        precision = _xtc_resolution(traj)
+        with reading(src, "MDAnalysis cannot read it"):
+            precision = _xtc_resolution(traj)
     res.precision = precision
     system, topo_cols = _topology_system(u, res.skipped)
     system["meta"] = {"units": MDA_UNITS}
@@ -327,7 +346,7 @@ def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progr
     with TrajectoryWriter.create(live, schema, compression=compression, profile=profile) as w:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for ts in traj[sel]:
+            for ts in library_frames(traj[sel], src, "MDAnalysis"):
                 cols = _xyz_cols("", ts.positions)
                 if vel:
                     cols.update(_xyz_cols("v", ts.velocities))
@@ -361,9 +380,12 @@ def _xyz_cols(prefix: str, a) -> dict:
             f"{prefix}z": np.ascontiguousarray(a[:, 2])}
 
 
-def _ase_frame(atoms, ase_units) -> tuple[dict, dict]:
-    """(frame dict, the fields it has) of one ASE Atoms."""
+def _ase_frame(atoms, ase_units, k: int = 0) -> tuple[dict, dict]:
+    """(frame dict, the fields it has) of one ASE Atoms, image ``k``."""
+    from ase import Atoms
     from ..record.model import Box
+    if not isinstance(atoms, Atoms):
+        raise RefusalError(f"image {k} is a {type(atoms).__name__}, not an ase.Atoms", kind="bad_frame")
     n = len(atoms)
     cols = _xyz_cols("", atoms.get_positions())
     cols["element"] = np.array(atoms.get_chemical_symbols(), dtype=object)
@@ -412,13 +434,13 @@ def _ase_frame(atoms, ase_units) -> tuple[dict, dict]:
 def _import_ase(src, live, sel, precision, profile, compression, progress) -> ConvertResult:
     ase_io = require("ase.io")
     res = ConvertResult(src, live, reader="ASE", precision=precision)
-    it = ase_io.iread(src, index=sel)
+    if not src.lower().endswith(".traj"):             # ASE reads (ext)xyz: bound its loops first
+        check_xyz_headers(src, sel.stop + 1 if sel.stop is not None and sel.stop >= 0 else None)
+    it = library_frames(ase_io.iread(src, index=sel), src, "ASE")
     try:
         first = next(it)
     except StopIteration:
         raise MrecError("no frames selected", path=src) from None
-    except Exception as exc:  # noqa: BLE001 - ASE raises many types for unreadable input
-        raise MrecError(f"ASE cannot read it ({_one_line(exc)})", path=src) from None
 
     def images():
         yield first
@@ -475,7 +497,7 @@ def write_ase_images(live: str, images, *, precision=None, profile="reference", 
         put(f0, has0, 0)
         boxed = "box" in f0
         for k, atoms in enumerate(it, start=1):
-            fr, has = _ase_frame(atoms, ase_units)
+            fr, has = _ase_frame(atoms, ase_units, k)
             if "box" in fr:
                 boxed = True
             elif boxed:           # no cell after a cell: omitting it would carry the last one forward
@@ -523,6 +545,8 @@ def _export(src, out, sel, *, overwrite, progress) -> ConvertResult:
     from ..record.record import read_record
     from .atoms import atoms_view
     _refuse_existing(out, overwrite)
+    if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+        raise StoreError("cannot create it: the folder it goes in does not exist", path=out)
     res = ConvertResult(src, out)
     low = out.lower()
     with read_record(src) as rec:
@@ -589,19 +613,16 @@ def _export_mda(src, idx, tmp, out, progress, res) -> list[int]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            u = mda.Universe(src, src, format="MREC", topology_format="MREC")
-        except RefusalError as exc:
+            with reading(src, "MDAnalysis cannot read it"):
+                u = mda.Universe(src, src, format="MREC", topology_format="MREC")
+        except MrecError as exc:
             if exc.kind == "row_count_mismatch":
                 raise MrecError(f"{exc.detail} -- {ext} holds one atom count: "
                                 "write .extxyz, or select frames before the change with --frames", path=src) from None
             raise
         n = u.atoms.n_atoms
-        try:
-            writer = mda.Writer(tmp, n_atoms=n, format=ext)
-        except (TypeError, ValueError) as exc:
-            raise MrecError(f"MDAnalysis cannot write {ext} ({_one_line(exc)})", path=out) from None
         counts: list[int] = []
-        with writer as W:
+        with reading(out, f"MDAnalysis cannot write {ext}"), mda.Writer(tmp, n_atoms=n, format=ext) as W:
             for _ts in u.trajectory[np.asarray(idx, dtype=np.int64)]:
                 W.write(u.atoms)
                 counts.append(n)

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .errors import CorruptionError, RefusalError
+from .errors import CorruptionError, MetadataError, RefusalError
 from .pack import pack
 from .record.dtypes import DTYPES, NUMPY_DTYPES, dtype_of_array
 from .record.forcefield import ForceField
@@ -209,8 +209,11 @@ def _arrays(store) -> dict:
     for key in store.list(""):
         if not (key == "zarr.json" or key.endswith("/zarr.json")):
             continue
-        doc = json.loads(store.get(key))
-        if doc.get("node_type") != "array":
+        try:                                    # a document the reader never needed may still be damaged
+            doc = json.loads(store.get(key))
+        except ValueError as exc:
+            raise MetadataError(f"zarr.json is not valid JSON: {exc}", path=key) from None
+        if not isinstance(doc, dict) or doc.get("node_type") != "array":
             continue
         path = key[: -len("/zarr.json")]
         a = Array.open(store, path).read()

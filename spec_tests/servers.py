@@ -3,8 +3,11 @@ serves so a test counts what really went over the wire.
 
 * :func:`http_server` — a stdlib ``ThreadingHTTPServer`` serving a directory, honouring ``Range``
   (``bytes=a-b``, ``bytes=a-``, ``bytes=-n``), answering ``HEAD`` with the size, listing directories
-  as HTML (what fsspec's HTTPFileSystem walks), and able to misbehave on purpose: a 500, a body cut
-  off before its Content-Length, or a short body with a matching Content-Length.
+  as HTML (what fsspec's HTTPFileSystem walks), and able to misbehave on purpose (:attr:`Server.faults`,
+  by URL path suffix): a 500, a body cut off before its Content-Length, a short body with a matching
+  Content-Length, and the hostile modes of issue 27 (:data:`HOSTILE`): a 404 for a file its listing
+  names, ``Range`` ignored, a flood or an endless body, a stall inside a body, a slow answer, a flipped
+  bit.
 * :func:`s3_server` — moto's S3 in server mode (werkzeug), wrapped in a WSGI layer that logs each
   request; clients reach it through s3fs like any S3-compatible endpoint.
 """
@@ -14,6 +17,7 @@ import os
 import re
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -36,15 +40,26 @@ class Logged:
 class Server:
     url: str
     log: list[Logged] = field(default_factory=list)
-    faults: dict[str, str] = field(default_factory=dict)     # URL path suffix -> "error" | "cut" | "short"
+    faults: dict[str, str] = field(default_factory=dict)     # URL path suffix -> "error" | "cut" | "short" | HOSTILE
     storage_options: dict = field(default_factory=dict)
     stop: object = None
+    delay: float = 2.0                  # "slow": seconds before answering; "stall": seconds mid-body
+    flood_bytes: int = 256 * 1024 * 1024    # "flood" / "endless": bytes sent at most (while the client reads)
+    sent: int = 0                       # body bytes the hostile modes wrote (what a client had to take)
 
     def count(self) -> int:
         return len(self.log)
 
     def since(self, n: int) -> list[Logged]:
         return self.log[n:]
+
+
+#: Hostile modes (issue 27): "missing" a 404 for a file (its directory page still names it); "norange"
+#: ``Range`` ignored (200, the whole file); "flood" ``Range`` ignored with a declared huge body; "endless"
+#: no Content-Length, bytes until the client hangs up; "stall" half the body, then silence (the
+#: connection held open); "slow" every answer after :attr:`Server.delay`; "flip" one bit of the body flipped.
+HOSTILE = ("missing", "norange", "flood", "endless", "stall", "slow", "flip")
+_PIECE = b"\0" * (1024 * 1024)
 
 
 class _Handler(SimpleHTTPRequestHandler):
@@ -75,6 +90,15 @@ class _Handler(SimpleHTTPRequestHandler):
         self._serve(head=False)
 
     def _serve(self, head: bool):
+        fault = self._fault()
+        if fault == "slow":
+            time.sleep(self.server_state.delay)
+        if fault == "missing":
+            self.send_error(404)
+            return
+        if fault in ("flood", "endless") and not head:
+            self._flood(declared=fault == "flood")
+            return
         fs_path = self.translate_path(self.path)
         if os.path.isdir(fs_path):
             if not self.path.endswith("/"):
@@ -91,12 +115,11 @@ class _Handler(SimpleHTTPRequestHandler):
         if not os.path.isfile(fs_path):
             self.send_error(404)
             return
-        fault = self._fault()
         if fault == "error" and not head:
             self.send_error(500, "injected failure")
             return
         size = os.path.getsize(fs_path)
-        rng = self.headers.get("Range")
+        rng = self.headers.get("Range") if fault != "norange" else None
         start, end = 0, size
         status = 200
         if rng and not head:
@@ -123,6 +146,11 @@ class _Handler(SimpleHTTPRequestHandler):
         if fault == "short" and not head:
             body = body[: len(body) // 2]
             declared = len(body)
+        if fault == "flip" and body and not head:
+            i = len(self.server_state.log) * 7919 % (8 * len(body))
+            body = bytearray(body)
+            body[i // 8] ^= 1 << (i % 8)
+            body = bytes(body)
         self.send_response(status)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Accept-Ranges", "bytes")
@@ -134,12 +162,35 @@ class _Handler(SimpleHTTPRequestHandler):
         self.end_headers()
         if head:
             return
-        if fault == "cut":
+        if fault in ("cut", "stall"):
             self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
+            if fault == "stall":
+                time.sleep(self.server_state.delay)
             self.close_connection = True
             return
         self.wfile.write(body)
+
+    def _flood(self, declared: bool) -> None:
+        """A 200 whatever the Range: zeros up to ``flood_bytes``, with that length declared or none
+        (then until the client hangs up), counted in :attr:`Server.sent`."""
+        cap = self.server_state.flood_bytes
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        if declared:
+            self.send_header("Content-Length", str(cap))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        done = 0
+        try:
+            while done < cap:
+                n = min(len(_PIECE), cap - done)
+                self.wfile.write(_PIECE[:n])
+                done += n
+                self.server_state.sent += n
+        except OSError:          # the client hung up: what a bounded reader does
+            pass
 
 
 def http_server(root: Path) -> Server:
@@ -152,6 +203,7 @@ def http_server(root: Path) -> Server:
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), make)
     httpd.daemon_threads = True
+    httpd.handle_error = lambda request, address: None     # a client hanging up on a hostile body: expected
     return _run(httpd, state)
 
 

@@ -331,10 +331,11 @@ def test_reads_are_ranged_not_whole(tmp_path):
     rec = RecordingFileSystem(record_reads=True)
     s = ZipStore(p, fs=rec)
     opened = sum(op.length for op in rec.ops)
-    assert opened < 70 * 1024                    # tail search + central directory only
+    assert opened < 70 * 1024                    # tail search, central directory and the local headers
+    assert {30 + 3, 30 + 9} <= {op.length for op in rec.ops}   # every local header checked at open (issue 27)
     rec.clear()
     assert s.get_range("c/0", 1000, 10) == big[1000:1010]
-    assert [op.length for op in rec.ops] == [30 + 3, 10]      # local header once, then the range
+    assert [op.length for op in rec.ops] == [10]              # the range only: the header was checked at open
     rec.clear()
     assert s.get_range("c/0", -10, 10) == big[-10:]
     assert [op.length for op in rec.ops] == [10]              # local header cached
@@ -441,7 +442,9 @@ def test_local_header_disagreeing_with_central_directory(tmp_path):
     data[30:33] = b"xyz"                                  # local name differs
     p = tmp_path / "local.zip"
     p.write_bytes(bytes(data))
-    store = ZipStore(p)                                  # local headers are read lazily
+    with pytest.raises(ZipFormatError, match="'abc'.*local header"):
+        ZipStore(p)                                      # every local header is checked at open (issue 27)
+    store = ZipStore(p, check_headers=False)             # as over a URL: before the entry's first byte
     with pytest.raises(ZipFormatError, match="'abc'.*local header"):
         store.get("abc")
     assert any("local header" in m for m in zip_problems(p))

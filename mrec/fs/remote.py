@@ -32,6 +32,17 @@ connection) raises :class:`~mrec.errors.StoreError` naming the URL and the
 range; nothing of it is returned, so no wrong byte reaches a decoder (which
 checks every chunk's crc32c besides).
 
+Bounds (issue 27).  Over HTTP every body is read piece by piece
+(:mod:`mrec.fs.remote_http`) and refused once it passes what was asked plus
+:data:`BODY_MARGIN` (a whole object: its declared length); over S3 a body whose
+declared length passes the bound is refused before it is read.  Every request
+has a connect and a read timeout (:data:`CONNECT_TIMEOUT`,
+:data:`READ_TIMEOUT`; ``storage_options`` ``connect_timeout`` /
+``read_timeout``, seconds or None) and a timeout is a ``StoreError`` naming
+the URL and the option.  In the directory form a key the listing names is
+an object that exists: a 404 for it is a ``StoreError``, never "missing"
+(which would read as the fill value).
+
 fsspec (and s3fs for ``s3://``) is the ``remote`` extra: ``pip install
 'mrec[remote]'``.  It is imported only when a URL is opened.
 """
@@ -42,11 +53,16 @@ import threading
 from collections import OrderedDict
 
 from ..errors import MrecError, RefusalError, StoreError
+from .remote_http import PIECE, BodyTooLong, HttpClient
 
 MiB = 1024 * 1024
 READAHEAD = 1 * MiB
 MIN_FETCH = 64 * 1024    # no request for less: a zip entry's local header comes with its shard index
 CACHE_BYTES = 64 * MiB
+BODY_MARGIN = 64 * 1024  # a ranged body is refused once it passes what was asked by this much
+CONNECT_TIMEOUT = 10.0   # seconds to connect (storage_options "connect_timeout")
+READ_TIMEOUT = 30.0      # seconds without a byte from the server (storage_options "read_timeout")
+TIMEOUT_OPTIONS = {"connect_timeout": CONNECT_TIMEOUT, "read_timeout": READ_TIMEOUT}
 
 SCOPE = ("an object store holds closed records, written elsewhere and then uploaded or packed into "
          "*.mrec.zip, and is read, never appended to (chunking-and-packing.md: live append needs a "
@@ -82,6 +98,56 @@ def storage_options_from_env() -> dict:
     return opts
 
 
+def _timeouts(options: dict) -> dict[str, float | None]:
+    """mrec's own ``connect_timeout`` / ``read_timeout`` taken out of ``options`` (defaults filled in)."""
+    out: dict[str, float | None] = {}
+    for key, default in TIMEOUT_OPTIONS.items():
+        value = options.pop(key, default)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+            raise RefusalError(f"storage option {key!r} is {value!r}: seconds (a number > 0) or None (no limit)",
+                               kind="bad_storage_options")
+        out[key] = None if value is None else float(value)
+    return out
+
+
+def _fsspec_options(url: str, options: dict, timeouts: dict[str, float | None]) -> dict:
+    """The options fsspec is given: the timeouts placed where its HTTP (aiohttp) or S3 (botocore) client
+    takes them, unless the caller set that client's own."""
+    scheme = url.split("://", 1)[0].lower()
+    options = dict(options)
+    if scheme in ("http", "https"):
+        import aiohttp
+        client = dict(options.get("client_kwargs") or {})
+        client.setdefault("timeout", aiohttp.ClientTimeout(total=None, sock_connect=timeouts["connect_timeout"],
+                                                           sock_read=timeouts["read_timeout"]))
+        options["client_kwargs"] = client
+    elif scheme in ("s3", "s3a"):
+        config = dict(options.get("config_kwargs") or {})
+        for key, value in timeouts.items():
+            if value is not None:
+                config.setdefault(key, value)
+        options["config_kwargs"] = config
+    return options
+
+
+def _failure(what: str, exc: BaseException, path: str, timeouts: dict[str, float | None]) -> StoreError:
+    """The StoreError for a failed request: a timeout names the option that bounds it."""
+    if isinstance(exc, BodyTooLong):
+        return StoreError(f"{what} failed: the server sent {exc.got} bytes or more where at most {exc.limit} "
+                          "were asked for (Range not honoured, or a body without end); refused there, nothing "
+                          "of it is used", path=path)
+    chain, cause = [type(exc).__name__], exc
+    while cause.__cause__ is not None and len(chain) < 8:   # fsspec raises FSTimeoutError from aiohttp's
+        cause = cause.__cause__
+        chain.append(type(cause).__name__)
+    name = next((n for n in chain if "Timeout" in n and n != "FSTimeoutError"), chain[0])
+    if "Timeout" in name:
+        key = "connect_timeout" if "Connect" in name else "read_timeout"
+        return StoreError(f"{what} failed: no answer within the {key} of {timeouts.get(key)} s ({name}; "
+                          f"storage_options {key!r} sets it)", path=path)
+    return StoreError(f"{what} failed: {name}: {exc}", path=path)
+
+
 def require(module: str, extra: str):
     """Import an optional dependency or raise an MrecError naming the extra that brings it."""
     import importlib
@@ -95,6 +161,8 @@ def require(module: str, extra: str):
 class RemoteFileSystem:
     """Read-only byte access to the objects under one URL, through fsspec."""
 
+    remote = True     # every read is a request: a ZipStore checks local headers as it reads them
+
     def __init__(self, url: str, storage_options: dict | None = None, *, readahead: int = READAHEAD,
                  cache_bytes: int = CACHE_BYTES):
         self.url = url.rstrip("/")
@@ -103,10 +171,20 @@ class RemoteFileSystem:
         self.cache_bytes = cache_bytes
         self._connect()
 
+    @property
+    def connect_timeout(self) -> float | None:
+        return self._timeouts["connect_timeout"]
+
+    @property
+    def read_timeout(self) -> float | None:
+        return self._timeouts["read_timeout"]
+
     def _connect(self) -> None:
         fsspec = require("fsspec", "remote")
+        options = dict(self.storage_options)
+        self._timeouts = _timeouts(options)
         try:
-            self._fs, _ = fsspec.core.url_to_fs(self.url, **self.storage_options)
+            self._fs, _ = fsspec.core.url_to_fs(self.url, **_fsspec_options(self.url, options, self._timeouts))
         except ImportError as exc:
             raise MrecError(f"no fsspec file system for {self.url!r} ({exc}); install the extra: "
                             "pip install 'mrec[remote]'", kind="missing_extra") from None
@@ -122,6 +200,7 @@ class RemoteFileSystem:
         self._tree: dict[str, int | None] | None = None     # rel key -> size (None: a directory)
         self._pages: dict[str, dict[str, bool] | None] = {}    # HTTP: rel dir -> {child: is_dir}
         self._listed = False     # the directory form: size / is_dir / exists answered from listings
+        self._client = HttpClient(self._fs) if self._http else None     # bounded bodies (issue 27)
 
     # pickled by URL + options (a Dask worker reconnects; nothing fetched travels)
     def __getstate__(self):
@@ -133,10 +212,13 @@ class RemoteFileSystem:
         self._connect()
 
     # -- paths -------------------------------------------------------------------------
+    def _speaks(self, *protocols: str) -> bool:
+        proto = self._fs.protocol
+        return bool(set(protocols) & set(proto if isinstance(proto, (tuple, list)) else (proto,)))
+
     @property
     def _http(self) -> bool:
-        proto = self._fs.protocol
-        return bool({"http", "https"} & set(proto if isinstance(proto, (tuple, list)) else (proto,)))
+        return self._speaks("http", "https")
 
     def _rel(self, path: str) -> str | None:
         path = path.rstrip("/")
@@ -164,7 +246,7 @@ class RemoteFileSystem:
         except FileNotFoundError:
             found = {}
         except Exception as exc:      # noqa: BLE001  (any transport failure is a StoreError)
-            raise StoreError(f"listing failed: {type(exc).__name__}: {exc}", path=self.url) from None
+            raise self._failure("listing", exc, self.url) from None
         self.requests += 1
         base = self._fs._strip_protocol(self.url).rstrip("/")
         tree: dict[str, int | None] = {"": None}
@@ -188,26 +270,18 @@ class RemoteFileSystem:
         """An HTTP directory listing page: child name -> is a directory (None: not a listable directory)."""
         if rel in self._pages:
             return self._pages[rel]
-        from urllib.parse import unquote
         url = self._remote(self.url + "/" + rel if rel else self.url) + "/"
         try:
-            names = self._fs.ls(url, detail=False)
-        except FileNotFoundError:
-            names = None
+            page = self._client.links(url)
         except Exception as exc:      # noqa: BLE001
-            raise StoreError(f"listing failed: {type(exc).__name__}: {exc}", path=url) from None
-        self.requests += 1
-        page = None
-        if names is not None:
-            page = {}
-            for n in names:
-                if not n.startswith(url):
-                    continue
-                child = n[len(url):]
-                is_dir = child.endswith("/")
-                child = unquote(child.rstrip("/"))
-                if child and "/" not in child:
-                    page[child] = is_dir
+            raise self._failure("listing", exc, url) from None
+        finally:
+            self.requests += 1
+        parent, _, name = rel.rpartition("/")
+        if not page and rel and (self._pages.get(parent) or {}).get(name):   # a record has no empty directory
+            raise StoreError("the parent's listing names this directory but the server " +
+                             ("answers that it does not exist (404)" if page is None else
+                              "lists nothing in it (no directory page)") + "; it is not read as missing", path=url)
         self._pages[rel] = page
         return page
 
@@ -243,20 +317,40 @@ class RemoteFileSystem:
                 self._sizes[path] = v
                 return v
         try:
-            info = self._fs.info(self._remote(path))
+            n = self._ask_size(path)
         except FileNotFoundError:
+            raise self._listed_but_missing(path) from None
+        except IsADirectoryError:
             raise
         except Exception as exc:      # noqa: BLE001
-            raise StoreError(f"asking the size failed: {type(exc).__name__}: {exc}", path=path) from None
-        self.requests += 1
-        if info.get("type") == "directory":
-            raise IsADirectoryError(path)
-        n = info.get("size")
+            raise self._failure("asking the size", exc, path) from None
+        finally:
+            self.requests += 1
         if n is None:
             raise StoreError("the server does not tell the object's size (no Content-Length); mrec reads "
                              "remote records by byte ranges", path=path)
         self._sizes[path] = int(n)
         return int(n)
+
+    def _ask_size(self, path: str) -> int | None:
+        """One request for an object's size (None: the server does not say)."""
+        if self._client is not None:
+            return self._client.size(self._remote(path))
+        info = self._fs.info(self._remote(path))
+        if info.get("type") == "directory":
+            raise IsADirectoryError(path)
+        return info.get("size")
+
+    def _failure(self, what: str, exc: BaseException, path: str) -> StoreError:
+        return _failure(what, exc, path, self._timeouts)
+
+    def _listed_but_missing(self, path: str) -> BaseException:
+        """What a 404 for ``path`` is: "missing" (FileNotFoundError), unless the listing names it."""
+        rel = self._rel(path)
+        if rel is not None and self._listed and self._kind(rel) == "file":
+            return StoreError("the record's listing names this object but the server answers that it does not "
+                              "exist (404); it is not read as missing (the fill value)", path=path)
+        return FileNotFoundError(path)
 
     def read(self, path: str) -> bytes:
         if path in self._sizes or (self._listed and self._tree is not None):   # sized by the listing
@@ -265,14 +359,13 @@ class RemoteFileSystem:
         if rel is not None and self._listed and self._kind(rel) != "file":
             raise FileNotFoundError(path) if self._kind(rel) is None else IsADirectoryError(path)
         try:                                   # size unknown: one GET of the whole object
-            data = self._fs.cat_file(self._remote(path))
+            data = self._get_whole(path)
         except FileNotFoundError:
-            raise
+            raise self._listed_but_missing(path) from None
         except Exception as exc:      # noqa: BLE001
-            raise StoreError(f"reading failed: {type(exc).__name__}: {exc}", path=path) from None
+            raise self._failure("reading", exc, path) from None
         finally:
             self.requests += 1
-        data = bytes(data)
         self._sizes[path] = len(data)
         self.bytes_fetched += len(data)
         with self._lock:
@@ -310,6 +403,11 @@ class RemoteFileSystem:
         with self._lock:
             self._keep(path, offset, data)
 
+    def holds(self, path: str, offset: int, end: int) -> bool:
+        """Whether ``[offset, end)`` of ``path`` is already held (no request needed)."""
+        with self._lock:
+            return self._lookup(path, offset, end) is not None
+
     def _lookup(self, path: str, offset: int, end: int) -> bytes | None:
         for (p, start), block in reversed(self._blocks.items()):
             if p == path and start <= offset and end <= start + len(block):
@@ -336,14 +434,52 @@ class RemoteFileSystem:
             (_p, _s), dropped = self._blocks.popitem(last=False)
             self._cached -= len(dropped)
 
+    def _get_whole(self, path: str) -> bytes:
+        """A whole object of unknown size, bounded by the length the server declares."""
+        if self._client is not None:
+            return self._client.get(self._remote(path))[1]
+        return bytes(self._fs.cat_file(self._remote(path)))
+
+    def _get_range(self, path: str, start: int, end: int, limit: int) -> bytes:
+        """Bytes ``[start, end)``, refused (BodyTooLong) past ``limit`` bytes over HTTP and S3.  A
+        bounded whole-object fallback for a server ignoring Range would call this with the object's size."""
+        if self._client is not None:
+            return self._client.get(self._remote(path), start, end, limit)[1]
+        if self._speaks("s3", "s3a"):
+            return self._s3_range(path, start, end, limit)
+        return bytes(self._fs.cat_file(self._remote(path), start=start, end=end))
+
+    def _s3_range(self, path: str, start: int, end: int, limit: int) -> bytes:
+        from fsspec.asyn import sync
+        return sync(self._fs.loop, self._s3_get, path, start, end, limit)
+
+    async def _s3_get(self, path: str, start: int, end: int, limit: int) -> bytes:
+        bucket, key, version = self._fs.split_path(path)
+        extra = {"VersionId": version} if version else {}
+        resp = await self._fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}",
+                                       **extra)
+        body = resp["Body"]
+        try:
+            declared = resp.get("ContentLength")
+            if declared is not None and declared > limit:
+                raise BodyTooLong(declared, limit)
+            pieces, got = [], 0
+            while piece := await body.read(PIECE):
+                got += len(piece)
+                if got > limit:
+                    raise BodyTooLong(got, limit)
+                pieces.append(piece)
+            return b"".join(pieces)
+        finally:
+            body.close()
+
     def _fetch(self, path: str, start: int, end: int) -> bytes:
         try:
-            data = self._fs.cat_file(self._remote(path), start=start, end=end)
+            data = self._get_range(path, start, end, end - start + BODY_MARGIN)
         except FileNotFoundError:
             raise StoreError(f"object vanished while reading bytes {start}..{end}", path=path) from None
         except Exception as exc:      # noqa: BLE001  (any transport failure is a StoreError)
-            raise StoreError(f"reading bytes {start}..{end} failed: {type(exc).__name__}: {exc}",
-                             path=path) from None
+            raise self._failure(f"reading bytes {start}..{end}", exc, path) from None
         finally:
             self.requests += 1
         if len(data) != end - start:
@@ -369,7 +505,7 @@ class RemoteFileSystem:
         try:
             return bool(self._fs.isdir(self._remote(path)))
         except Exception as exc:      # noqa: BLE001
-            raise StoreError(f"isdir failed: {type(exc).__name__}: {exc}", path=path) from None
+            raise self._failure("isdir", exc, path) from None
 
     def is_link(self, path: str) -> bool:
         return False

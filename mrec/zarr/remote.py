@@ -22,6 +22,9 @@ def open_remote_store(url: str, storage_options: dict | None = None):
         except FileNotFoundError:
             raise StoreError("no such record at this URL", path=url) from None
         _prefetch_metadata(store, fs)
+        # the local headers the open already holds (the zarr.json run, the archive's tail) are checked
+        # now; the others before an entry's first byte is used (ZipStore, issue 27)
+        store.check_local_headers(held=lambda offset, end: fs.holds(store.root, offset, end))
         return store
     fs._listed = True
     if fs._kind("zarr.json") != "file":

@@ -3,9 +3,17 @@
 The archive is never extracted and never loaded whole: opening reads the end
 of central directory record (searched in the last 64 KiB + 22 bytes), the
 ZIP64 end record when its locator is present, and the central directory.
-Every ``get`` / ``get_range`` is then one byte-range read of the archive; an
-entry's local header is read once, on first access, to find where its data
-starts, and cached.
+Every ``get`` / ``get_range`` is then one byte-range read of the archive.
+
+Each entry's local header is compared with its central record (signature,
+name, method, CRC-32, sizes, and its data within the archive) before any
+byte of the entry is used, so a damaged central directory is refused
+(issue 27) instead of serving another entry's bytes or a renamed chunk as
+missing (the fill value): a local archive checks every entry when it opens;
+over a URL (``check_headers=False``) the opener checks the headers it
+already holds, the rest are checked at an entry's first read, and before a
+key is reported absent every unchecked entry whose name could be that key
+with a few damaged bytes (:data:`NEAR_NAME_BYTES`) is checked.
 
 Opening validates the packing rules of chunking-and-packing.md ("At-rest
 form: *.mrec.zip") and refuses with :class:`~mrec.errors.ZipFormatError`
@@ -75,6 +83,9 @@ MAX_NAME_BYTES = 4096
 MAX_NAME_DEPTH = 256
 #: ... and each component at most this many bytes (NAME_MAX: the file name it unpacks to).
 MAX_COMPONENT_BYTES = 255
+#: A key the central directory lacks is believed absent once every unchecked entry whose name has its
+#: length and differs from it in at most this many bytes has had its local header checked.
+NEAR_NAME_BYTES = 3
 
 
 # -- names -----------------------------------------------------------------
@@ -454,6 +465,9 @@ def read_data_offset(archive: str, fs: FileSystem, e: ZipEntry) -> int:
         raise _fail(archive, f"{_entry_text(e.name)}: local header method {method} != central "
                              f"directory method {e.method}")
     if not flags & FLAG_DATA_DESCRIPTOR:
+        if crc != e.crc32:
+            raise _fail(archive, f"{_entry_text(e.name)}: local header CRC-32 {crc:#010x} != central "
+                                 f"directory CRC-32 {e.crc32:#010x}")
         for what, local, central in (("compressed size", csize, e.compressed_size),
                                      ("size", usize, e.size)):
             if local != U32_MAX and local != central:
@@ -473,7 +487,10 @@ class ZipStore(ReadableStore):
 
     readonly = True
 
-    def __init__(self, path: str | os.PathLike, *, fs: FileSystem | None = None, keep_open: bool = False):
+    def __init__(self, path: str | os.PathLike, *, fs: FileSystem | None = None, keep_open: bool = False,
+                 check_headers: bool | None = None):
+        """``check_headers``: compare every entry's local header with its central record now (default:
+        yes, unless ``fs`` is remote, where each costs a request: see :meth:`check_local_headers`)."""
         self.root = os.fspath(path)
         self.fs = fs if fs is not None else DEFAULT_FS
         # keep_open (a reader's snapshot): entry reads through the archive's descriptor kept open
@@ -495,6 +512,11 @@ class ZipStore(ReadableStore):
         self._files: dict[str, ZipEntry] = {e.name: e for e in result.entries if not e.is_directory}
         self._keys: list[str] = sorted(self._files)
         self._data_offsets: dict[str, int] = {}
+        self._unchecked: dict[int, dict[str, ZipEntry]] = {}     # name length -> local header not yet checked
+        for e in self._files.values():
+            self._unchecked.setdefault(len(e.name_bytes), {})[e.name] = e
+        if check_headers if check_headers is not None else not getattr(self.fs, "remote", False):
+            self.check_local_headers()
 
     # -- entries -------------------------------------------------------------
     def entry(self, key: str) -> ZipEntry | None:
@@ -506,10 +528,35 @@ class ZipStore(ReadableStore):
         cached = self._data_offsets.get(key)
         if cached is not None:
             return cached
-        e = self._readable(key)
-        offset = read_data_offset(self.root, self.fs, e)
-        self._data_offsets[key] = offset
+        return self._check_header(self._readable(key))
+
+    def _check_header(self, e: ZipEntry) -> int:
+        """Compare ``e``'s local header with its central record (ZipFormatError naming it); its data offset."""
+        offset = read_data_offset(self.root, self._kept or self.fs, e)
+        self._data_offsets[e.name] = offset
+        same_length = self._unchecked.get(len(e.name_bytes))
+        if same_length is not None:
+            same_length.pop(e.name, None)
         return offset
+
+    def check_local_headers(self, held: Callable[[int, int], bool] | None = None) -> None:
+        """Check the local header of every entry not checked yet, or only of those whose header bytes
+        ``held(offset, end)`` says are at hand (a remote archive: what the open fetched)."""
+        for group in list(self._unchecked.values()):
+            for e in list(group.values()):
+                if held is None or held(e.header_offset, e.header_offset + LOCAL_FMT.size + len(e.name_bytes)):
+                    self._check_header(e)
+
+    def _absent(self, key: str) -> None:
+        """Before ``key`` is reported absent: check every unchecked entry whose name could be ``key``
+        damaged in a few bytes (its local header then names ``key``: ZipFormatError)."""
+        want = key.encode("utf-8", "surrogatepass")
+        group = self._unchecked.get(len(want))
+        if not group:
+            return
+        for e in list(group.values()):
+            if sum(a != b for a, b in zip(e.name_bytes, want)) <= NEAR_NAME_BYTES:
+                self._check_header(e)
 
     def _readable(self, key: str) -> ZipEntry:
         e = self._files[key]
@@ -536,7 +583,7 @@ class ZipStore(ReadableStore):
         """An entry's bytes, read whole and checked against the CRC-32 of its central record."""
         e = self._files.get(key)
         if e is None:
-            return None
+            return self._absent(key)
         self._readable(key)
         return self._checked(e, self._read(e, 0, e.size))
 
@@ -549,7 +596,7 @@ class ZipStore(ReadableStore):
     def get_range(self, key: str, offset: int, length: int) -> bytes | None:
         e = self._files.get(key)
         if e is None:
-            return None
+            return self._absent(key)
         self._readable(key)
         if offset < 0:
             offset = max(0, e.size + offset)
@@ -562,7 +609,7 @@ class ZipStore(ReadableStore):
 
     def size(self, key: str) -> int | None:
         e = self._files.get(key)
-        return None if e is None else e.size
+        return self._absent(key) if e is None else e.size
 
     def list(self, prefix: str = "") -> list[str]:
         base = prefix.rstrip("/")
@@ -668,4 +715,5 @@ __all__ = [
     "parse_central_directory",
     "read_data_offset",
     "PIECE_SIZE",
+    "NEAR_NAME_BYTES",
 ]

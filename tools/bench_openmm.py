@@ -12,8 +12,8 @@ mrec's MrecReporter, same system, same interval (issue 28, part 4).  A benchmark
   take turns, ``--repeat`` rounds, and the median of each is kept;
 * time is the process's CPU time (OpenMM's threads included; with ``--threads 1`` it is the run's
   own work, steady on a machine other jobs share) and the wall time; "slowdown" is the CPU time
-  over the no-reporter run's, less one; "in report" is the time inside the reporters' ``report``
-  per frame (the State they ask for is OpenMM's cost, in the run's time only);
+  over the no-reporter run's, less one; "in report" is the CPU time inside the reporters'
+  ``report`` per frame (the State they ask for is OpenMM's cost, in the run's time only);
 * rows: DCD and XTC (positions and cell); mrec with ``velocities=False, energies=False`` (positions,
   cell, step, time: what XTC holds), exact and on XTC's grid (``precision=0.001`` nm); OpenMM's
   StateDataReporter (step, time, energies, temperature) alone and beside the XTCReporter; mrec's
@@ -45,7 +45,7 @@ SYSTEMS = {"water": "tip3p.pdb", "villin": "test.pdb"}
 
 
 class Timed:
-    """A reporter wrapper adding up the seconds spent in ``report`` (and the frames)."""
+    """A reporter wrapper adding up the CPU seconds spent in ``report`` (and the frames)."""
 
     def __init__(self, inner):
         self.inner, self.seconds, self.frames = inner, 0.0, 0
@@ -54,9 +54,9 @@ class Timed:
         return self.inner.describeNextReport(simulation)
 
     def report(self, simulation, state):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         self.inner.report(simulation, state)
-        self.seconds += time.perf_counter() - t0
+        self.seconds += time.process_time() - t0
         self.frames += 1
 
 
@@ -167,7 +167,7 @@ def report(args, n_atoms: int, runs: dict) -> None:
     base = med["none"][0]
     print(f"system {args.system} ({n_atoms} atoms), {args.steps} timed steps, interval {args.interval}, "
           f"{args.threads} thread(s), median of {args.repeat}")
-    print(f"| reporter | ns/day (CPU) | ns/day (wall) | slowdown (CPU) | in report, ms/frame | bytes |")
+    print("| reporter | ns/day (CPU) | ns/day (wall) | slowdown (CPU) | in report, CPU ms/frame | bytes |")
     print("|---|---:|---:|---:|---:|---:|")
     slow = {}
     for name, (cpu, wall, in_report, frames, size) in med.items():

@@ -16,9 +16,13 @@ from mrec.errors import MrecError, RefusalError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-openmm = pytest.importorskip("openmm")
-app = pytest.importorskip("openmm.app")
-unit = pytest.importorskip("openmm.unit")
+try:                                  # the OpenMM tests need it; the ASE and MDTraj ones do not
+    import openmm
+    import openmm.app as app
+    import openmm.unit as unit
+except ImportError:
+    openmm = app = unit = None
+needs_openmm = pytest.mark.skipif(openmm is None, reason="openmm is not installed (mrec[openmm])")
 
 
 # -- OpenMM -------------------------------------------------------------------------------------
@@ -99,6 +103,7 @@ def check_frames(r, captured, first: int = 0) -> None:
         assert r.box_at(i).rows.tobytes() == rows.tobytes()
 
 
+@needs_openmm
 def test_openmm_reporter_frames_equal_the_states(tmp_path, water):
     """Every reportInterval: positions, velocities, cell, step, time and energies bit for bit as the
     State holds them, the temperature as StateDataReporter prints it, the topology and units."""
@@ -125,6 +130,7 @@ def test_openmm_reporter_frames_equal_the_states(tmp_path, water):
         assert rec.system.counts["bonds"] == 2 * 185
 
 
+@needs_openmm
 def test_openmm_reporter_forces_without_velocities_or_energies(tmp_path, water):
     path = str(tmp_path / "run.mrec")
     _, rep, cap = run(path, water, 100, forces=True, velocities=False, energies=False)
@@ -137,6 +143,7 @@ def test_openmm_reporter_forces_without_velocities_or_energies(tmp_path, water):
         assert r[i].velocities is None and r[i].meta == {}
 
 
+@needs_openmm
 def test_openmm_restart_from_checkpoint_drops_the_crashed_tail(tmp_path, water):
     """Run 1 saves a checkpoint at step 150 and goes on to 300; run 2 loads the checkpoint and
     reports with append=True: the record holds run 1's frames up to 150, then run 2's."""
@@ -170,6 +177,7 @@ CRASHING_RUN = textwrap.dedent("""
 """)
 
 
+@needs_openmm
 def test_openmm_crash_then_restart_keeps_every_frame_up_to_the_checkpoint(tmp_path, water):
     """A CheckpointReporter in the simulation makes the reporter flush where it checkpoints: a run
     killed after its checkpoint at step 100 restarts from it with no lost or repeated step."""
@@ -188,6 +196,7 @@ def test_openmm_crash_then_restart_keeps_every_frame_up_to_the_checkpoint(tmp_pa
     check_frames(r, cap.states, first=2)
 
 
+@needs_openmm
 def test_openmm_reporter_refuses_an_existing_record_and_an_archive(tmp_path, water):
     from mrec.openmm import MrecReporter
     path = str(tmp_path / "run.mrec")
@@ -204,6 +213,7 @@ def test_openmm_reporter_refuses_an_existing_record_and_an_archive(tmp_path, wat
     assert mrec.TrajectoryReader(path).steps.tolist() == [50, 100]
 
 
+@needs_openmm
 def test_openmm_append_with_other_options_is_refused_untouched(tmp_path, water):
     """A restart asking for other columns is refused before the reopen truncates anything."""
     path = str(tmp_path / "run.mrec")
@@ -217,6 +227,7 @@ def test_openmm_append_with_other_options_is_refused_untouched(tmp_path, water):
     assert mrec.TrajectoryReader(path).steps.tolist() == [50, 100, 150]
 
 
+@needs_openmm
 def test_openmm_record_reads_in_angstrom_through_mdanalysis(tmp_path, water):
     mda = pytest.importorskip("MDAnalysis")
     import mrec.mdanalysis  # noqa: F401
@@ -230,10 +241,11 @@ def test_openmm_record_reads_in_angstrom_through_mdanalysis(tmp_path, water):
     np.testing.assert_allclose(u.dimensions[:3], [18.0, 18.0, 18.0], rtol=1e-6)
 
 
-@pytest.mark.parametrize("module, extra", [("mrec.openmm", "openmm"), ("mrec.mdtraj", "mdtraj")])
+@pytest.mark.parametrize("module, extra", [("mrec.openmm", "openmm"), ("mrec.mdtraj", "mdtraj"),
+                                           ("mrec.ase_md", "ase")])
 def test_missing_engine_names_its_extra(module, extra):
     """Without the package, importing the integration raises MissingExtraError naming the extra."""
-    top = {"openmm": "openmm", "mdtraj": "mdtraj"}[extra]
+    top = extra
     code = (f"import sys; sys.modules[{top!r}] = None\n"
             f"from mrec.md import MissingExtraError\n"
             f"try:\n    import {module}\nexcept MissingExtraError as e:\n    print('ERR', e)\n")
@@ -398,6 +410,7 @@ def test_mdtraj_load_equals_mdtraj_of_the_source_psf_dcd(tmp_path):
     assert sorted((x.index, y.index) for x, y in a.topology.bonds) == sorted((x.index, y.index) for x, y in b.topology.bonds)
 
 
+@needs_openmm
 def test_mdtraj_load_of_an_openmm_record(tmp_path, water):
     pytest.importorskip("mdtraj")
     import mrec.mdtraj
@@ -431,6 +444,7 @@ def test_mdtraj_load_refuses_a_changing_atom_count(tmp_path):
 
 # -- the user guide ------------------------------------------------------------------------------
 
+@needs_openmm
 def test_user_guide_snippets_run_as_written(tmp_path):
     """docs/user-guide.md, "Writing from a running simulation": its python blocks, one after the
     other in an empty directory, run and print what their comments say."""

@@ -22,6 +22,13 @@ with random values and flushes (``tools/cutsweep.py``, four array kinds) and che
 reader returns the written bits or raises ``CorruptionError`` or warns ``StandInWarning``,
 and that ``validate --deep`` and ``mrec repair`` say the documented thing; a breach is a failure.
 
+Target ``remote`` (issue 27) serves the seed directory and archive from a hostile HTTP server on
+127.0.0.1 (``spec_tests/servers.py``; loopback only, started once a run, stopped at its end) that
+misbehaves on one or two of its files or directory pages per input: a 404 for what the listing names,
+``Range`` ignored, a flood or an endless body, a stall inside a body, a slow answer, a flipped bit, a
+500, a body cut short or a short body. Every input reads the whole record at the URL (timeouts of
+0.25 s through ``MREC_STORAGE_OPTIONS``): the same content as the local record, or an ``MrecError``.
+
     python tools/fuzz.py --n 100000            # the long run
     python tools/fuzz.py --n 300 --seed 1      # a short run (the CI test)
 
@@ -376,6 +383,191 @@ def cut_case(rng: random.Random, work: str) -> tuple[str, callable]:
     return f"{kind} {shard.key} cut at {cut} of {len(shard.original)}", run
 
 
+_REMOTE: dict = {}
+#: What the hostile server may do to a file, and to a directory page (spec_tests/servers.py).
+REMOTE_FILE_FAULTS = ("missing", "norange", "flood", "endless", "stall", "slow", "flip", "error", "cut", "short")
+REMOTE_PAGE_FAULTS = ("missing", "flood", "endless", "slow")
+REMOTE_OPTIONS = {"read_timeout": 0.25, "connect_timeout": 2}
+
+
+def _remote_setup(work: str, seeds: list[str]) -> dict | None:
+    """The hostile server (on 127.0.0.1) over a copy of the seed directory and archive, and what the
+    local copies read as; None without the remote extra."""
+    try:
+        import aiohttp  # noqa: F401
+        import fsspec  # noqa: F401
+    except ImportError:
+        return None
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "spec_tests"))
+    from pathlib import Path
+    from servers import http_server
+    from mrec.fixtures import describe
+    root = os.path.join(work, "served")
+    shutil.copytree(seeds[0], os.path.join(root, "r.mrec"))
+    shutil.copy(seeds[2], os.path.join(root, "r.mrec.zip"))
+    server = http_server(Path(root))
+    server.delay, server.flood_bytes = 0.5, 16 * 1024 * 1024
+    tree = os.path.join(root, "r.mrec")
+    files = ["/r.mrec/" + os.path.relpath(f, tree).replace(os.sep, "/") for f in files_of(tree, lambda f, d: True)]
+    pages = ["/r.mrec/"] + ["/r.mrec/" + os.path.relpath(d, tree).replace(os.sep, "/") + "/"
+                            for d, _, _ in os.walk(tree) if d != tree]
+    return {"server": server, "files": files, "pages": pages, "chunks": [f for f in files if "/c/" in f],
+            "want": {form: describe(os.path.join(root, "r" + form)) for form in (".mrec", ".mrec.zip")}}
+
+
+def _remote_faults(rng: random.Random, state: dict, form: str) -> dict[str, str]:
+    """One or two (URL path suffix -> mode); a flipped bit only where a checksum covers it (the archive,
+    the chunks of the directory form: its zarr.json files have none, on disk or served)."""
+    faults = {}
+    for _ in range(rng.choice((1, 1, 2))):
+        mode = rng.choice(REMOTE_FILE_FAULTS)
+        if form == ".mrec.zip":
+            faults["/r.mrec.zip"] = mode
+        elif mode == "flip":
+            faults[rng.choice(state["chunks"])] = mode
+        elif mode in REMOTE_PAGE_FAULTS and rng.random() < 0.3:
+            faults[rng.choice(state["pages"])] = mode
+        else:
+            faults[rng.choice(state["files"])] = mode
+    return faults
+
+
+def remote_case(rng: random.Random, work: str, seeds: list[str]) -> tuple[str, callable]:
+    """The whole seed record read at a URL while the hostile server misbehaves: the local record's
+    content or an MrecError."""
+    if work not in _REMOTE:
+        _REMOTE[work] = _remote_setup(work, seeds)
+    state = _REMOTE[work]
+    if state is None:
+        return "skipped (no remote extra)", lambda: None
+    from mrec.fixtures import describe
+    form = rng.choice((".mrec", ".mrec.zip"))
+    faults = _remote_faults(rng, state, form)
+    server = state["server"]
+
+    def run():
+        server.faults.clear()
+        server.faults.update(faults)
+        before = os.environ.get("MREC_STORAGE_OPTIONS")
+        os.environ["MREC_STORAGE_OPTIONS"] = json.dumps(REMOTE_OPTIONS)
+        try:
+            got = describe(server.url + "/r" + form)
+        finally:
+            server.faults.clear()
+            if before is None:
+                os.environ.pop("MREC_STORAGE_OPTIONS")
+            else:
+                os.environ["MREC_STORAGE_OPTIONS"] = before
+        if got != state["want"][form]:
+            raise AssertionError(f"wrong content read through {faults}")
+    return f"r{form} with {faults}", run
+
+
+def _remote_stop() -> None:
+    for state in _REMOTE.values():
+        if state is not None:
+            state["server"].stop()
+    _REMOTE.clear()
+
+
+def _outside(work: str) -> tuple[str, dict]:
+    """``outside/``: what no case may change -- files, a record, names like mrec's leftovers -- and
+    its snapshot (links as links, never followed)."""
+    out = os.path.join(work, "outside")
+    os.makedirs(os.path.join(out, "sub", ".out.mrec.mrec-tmp-0badf00d"))
+    for name, data in (("notes.txt", b"precious"), ("sub/data.bin", os.urandom(257)),
+                       (".mrec-tmp-notes.txt.0badf00d", b"bait")):
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+    mrec.write_record(os.path.join(out, "rec.mrec"), meta={}, frame={"blocks": {"a": {"x": np.ones(2)}}})
+    with open(os.path.join(out, "rec.mrec", ".mrec-tmp-zarr.json.0badf00d"), "wb") as f:
+        f.write(b"bait")
+    return out, _snapshot(out)
+
+
+def _snapshot(root: str) -> dict:
+    got = {}
+    for d, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = os.path.join(d, name)
+            got[os.path.relpath(p, root)] = (os.readlink(p) if os.path.islink(p) else None if os.path.isdir(p)
+                                             else open(p, "rb").read())
+    return got
+
+
+def _link_ops(src: str, archive: str) -> dict:
+    """What a user does with a target (its name in the case's folder -> the call)."""
+    frame = {"blocks": {"a": {"x": np.ones(2)}}}
+    s = mrec.SequenceSchema()
+    s.declare_block("a", rows=2)
+    s.declare_column("a", "x", "f64")
+    from mrec.repack import repack
+    from mrec.repair import repair
+    return {
+        "write_record": ("out.mrec", lambda t, ow: mrec.write_record(t, meta={}, frame=frame, overwrite=ow)),
+        "write_frame": ("out.mrec", lambda t, ow: mrec.write_frame(t, frame, overwrite=ow)),
+        "write_section": ("out.mrec", lambda t, ow: mrec.write_section(t, "extra", {"attributes": {"k": 1}},
+                                                                       overwrite=ow)),
+        "create": ("out.mrec", lambda t, ow: mrec.TrajectoryWriter.create(t, s).close()),
+        "open": ("out.mrec", lambda t, ow: mrec.TrajectoryWriter.open(t).close()),
+        "repair": ("out.mrec", lambda t, ow: repair(t, dry_run=not ow)),
+        "pack": ("out.mrec.zip", lambda t, ow: mrec.pack(src, out=t, keep=True, overwrite=ow)),
+        "pack_source": ("out.mrec", lambda t, ow: mrec.pack(t, keep=False)),
+        "unpack": ("out.mrec", lambda t, ow: mrec.unpack(archive, out=t)),
+        "repack": ("out.mrec", lambda t, ow: repack(src, t, overwrite=ow)),
+        "repack_zip": ("out.mrec.zip", lambda t, ow: repack(src, t, overwrite=ow)),
+    }
+
+
+def links_case(rng: random.Random, work: str) -> tuple[str, callable]:
+    """Issue 27 link traps: a symbolic link where an op writes (to a directory, a record, a file,
+    dangling: refused, kind ``bad_target``, naming it), inside a target it replaces (unlinked, never
+    entered), or beside it under a leftover's name (left alone); in every case nothing under
+    ``outside/`` changes.  A breach is a failure."""
+    from mrec.errors import RefusalError
+    outside, before = _outside(work)
+    src = os.path.join(work, "src.mrec")
+    mrec.write_record(src, meta={}, frame={"blocks": {"a": {"x": np.arange(2.0)}}})
+    archive = os.fspath(mrec.pack(src, out=os.path.join(work, "src.mrec.zip"), keep=True))
+    ops = _link_ops(src, archive)
+    op = rng.choice(sorted(ops))
+    name, call = ops[op]
+    target = os.path.join(work, name)
+    where = rng.choice(["target", "inside", "beside"])
+    to = os.path.join(outside, rng.choice(["", "rec.mrec", "notes.txt", "missing"]))
+    if where == "target":
+        os.symlink(to, target)
+    elif name.endswith(".zip"):
+        where = "beside"
+    else:
+        mrec.write_record(target, meta={}, frame={"blocks": {"a": {"x": np.ones(2)}}})
+        if where == "inside":
+            os.symlink(to, os.path.join(target, "linked"))
+            os.symlink(to, os.path.join(target, "frame", "linked"))
+    if where == "beside":
+        for bait in (f".{name}.mrec-tmp-{rng.getrandbits(32):08x}", f".mrec-tmp-{name}.{rng.getrandbits(32):08x}",
+                     f".mrec-tmp-new-{name}", f".mrec-tmp-old-{name}"):
+            os.symlink(to, os.path.join(work, bait))
+    overwrite = rng.random() < 0.7
+
+    def run():
+        got = None
+        try:
+            call(target, overwrite)
+        except mrec.MrecError as exc:
+            got = exc
+        if _snapshot(outside) != before:
+            raise AssertionError(f"{op} changed what {target} {'is' if where == 'target' else 'holds'} a link to")
+        if where == "target" and not (isinstance(got, RefusalError) and got.kind == "bad_target"
+                                      and target in str(got) and os.readlink(target) == to):
+            raise AssertionError(f"{op} into a link: {got!r}, not a bad_target refusal naming it")
+        if where == "beside" and sum(".mrec-tmp-" in e for e in os.listdir(work)) != 4:
+            raise AssertionError(f"{op}: links named like leftovers beside {name} were not left alone")
+        if got is not None:
+            raise got
+    return f"{op} (overwrite={overwrite}) with a link {where} to {os.path.relpath(to, outside)}", run
+
+
 def files_of(root: str, pred) -> list[str]:
     out = []
     for d, _, fs in os.walk(root):
@@ -409,7 +601,7 @@ def run(n: int, seed: int, out_dir: str | None, verbose: bool) -> int:
     t0 = time.time()
     rng = random.Random(seed)
     work = tempfile.mkdtemp(prefix="mrec-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    targets = ("zarr.json", "shard", "zip", "bounds", "inputs", "cut")
+    targets = ("zarr.json", "shard", "zip", "bounds", "inputs", "cut", "remote")
     counts = {t: [0, 0, 0] for t in targets}     # clean, refused, failed
     failures = []
     try:
@@ -430,6 +622,10 @@ def run(n: int, seed: int, out_dir: str | None, verbose: bool) -> int:
                 continue
             if target == "cut":
                 what, fn = cut_case(rng, os.path.join(work, "cut"))
+                counts[target][attempt(fn, target, what, what.encode(), failures)] += 1
+                continue
+            if target == "remote":
+                what, fn = remote_case(rng, os.path.join(work, "remote"), seeds)
                 counts[target][attempt(fn, target, what, what.encode(), failures)] += 1
                 continue
             if target == "zip":
@@ -456,16 +652,17 @@ def run(n: int, seed: int, out_dir: str | None, verbose: bool) -> int:
                 with open(os.path.join(out_dir, f"failure{i}.{target.replace('.', '_')}"), "wb") as f:
                     f.write(data)
                 with open(os.path.join(out_dir, f"failure{i}.txt"), "w") as f:
-                    where = victim if target in ("bounds", "inputs", "cut") else os.path.relpath(victim, work)
+                    where = victim if target in ("bounds", "inputs", "cut", "remote") else os.path.relpath(victim, work)
                     f.write(f"{target} {where}\n{what}\n{tb}")
     finally:
+        _remote_stop()
         shutil.rmtree(work, ignore_errors=True)
     total = sum(sum(c) for c in counts.values())
     print(f"fuzz: {total} inputs (seed {seed}) in {time.time() - t0:.1f} s; "
           + "; ".join(f"{t}: {c[0]} read, {c[1]} refused, {c[2]} failed" for t, c in counts.items())
           + f"; failures {len(failures)}")
     for target, victim, _, what, tb in failures[:10]:
-        print(f"  [{target}] {victim if target in ('bounds', 'inputs', 'cut') else os.path.basename(victim)}: {what}")
+        print(f"  [{target}] {victim if target in ('bounds', 'inputs', 'cut', 'remote') else os.path.basename(victim)}: {what}")
         if verbose:
             print(tb)
     return 1 if failures else 0

@@ -131,7 +131,7 @@ class LiveTrajectory:
         ``append``, reopen an existing trajectory truncated after step ``resume_after``."""
         from ..record.record import write_record
         from ..record.trajectory_write import TrajectoryWriter
-        if self._finalizer.alive is False:
+        if not self._finalizer.alive:
             raise MrecError(f"{self.what} is closed", path=self.path)
         opts = dict(self._options)
         create_only = {k: opts.pop(k) for k in ("profile", "expected_frames") if k in opts}

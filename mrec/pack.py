@@ -42,7 +42,7 @@ from .zarr.zipwrite import ZipWriter
 #: Written by a live trajectory writer into the record root; holds its pid.
 from .record.lock import LOCK_NAME, announce, lock_store, parse_lock_pid, pid_alive  # noqa: F401  (re-exported)
 from .record.lock import _locker
-from .record.replace import Build, DirLock, OwnedTemp, recover, remove_abandoned, sibling_pattern
+from .record.replace import Build, OwnedTemp, recover, sweep_siblings
 
 RECORD_SUFFIX = ".mrec"
 ARCHIVE_SUFFIX = ".zip"
@@ -277,7 +277,7 @@ def pack(path: str | os.PathLike, *, keep: bool = False, fs: FileSystem | None =
     if root.endswith(RECORD_SUFFIX):     # an overwrite a crash interrupted, of the record or a group in it
         recover(fs, os.path.abspath(root))
     _check_record_dir(fs, root)
-    _sweep_asides(fs, root)
+    sweep_siblings(fs, root, directory=True)   # sources killed packs left renamed aside (_remove_source)
     held = _lock(fs, root, keep)         # held until the source is gone: one pack, no writer meanwhile
     if is_url(out):                      # stream the archive up (mrec.pack_remote); returns the URL
         from .fs.remote import storage_options_from_env
@@ -321,20 +321,10 @@ def pack(path: str | os.PathLike, *, keep: bool = False, fs: FileSystem | None =
     return pathlib.Path(plan.target)
 
 
-def _sweep_asides(fs: FileSystem, root: str) -> None:
-    """Remove the source trees killed packs left renamed aside (``.<name>.mrec-tmp-<8 hex>/``, their
-    archive already durable) beside ``root``: the ones nobody holds (:func:`_remove_source`)."""
-    parent = os.path.dirname(root)
-    try:
-        with DirLock(fs, parent):
-            remove_abandoned(fs, parent, sibling_pattern(root), directory=True)
-    except OSError:
-        pass                             # a directory without locks: nothing provably abandoned
-
-
 def _remove_source(fs: FileSystem, root: str) -> None:
     """Remove the packed source: locked (so no later run takes it for a killed pack's), renamed aside
-    so nothing reaches it by its name, then removed."""
+    (``.<name>.mrec-tmp-<8 hex>/``: killed here, the next pack or unpack of that name removes it, the
+    archive being durable) so nothing reaches it by its name, then removed."""
     try:
         owned = _locker(fs)(root, directory=True, blocking=True)
     except OSError:                      # no locks here: removed all the same, unmarked

@@ -365,3 +365,29 @@ def test_a_pack_killed_while_removing_its_source_is_cleaned_by_the_next_pack_of_
     closed_record(src)
     pack(src, out=world["work"] / "q.mrec.zip")
     assert _leftovers(world["work"]) == set() and not src.exists()
+
+
+@pytest.mark.parametrize("sibling", ["new", "old", "old-alone"])
+def test_links_under_the_names_of_an_interrupted_overwrite_are_left_alone(world, sibling):
+    """``.mrec-tmp-new-<name>`` / ``.mrec-tmp-old-<name>`` are the names an interrupted overwrite
+    leaves (directories mrec renamed); a link under one is never mrec's: recovery (on a read, a
+    write, repair) neither removes nor promotes it -- before, it was unlinked, or renamed to
+    ``<name>`` -- and an overwrite that needs the name is refused, naming it."""
+    rec = world["work"] / "r.mrec"
+    if sibling != "old-alone":
+        mrec.write_record(rec, meta={}, frame=FRAME)
+    link = world["work"] / f".mrec-tmp-{sibling.split('-')[0]}-r.mrec"
+    os.symlink(world["rec"], link)
+    before = snapshot(world["outside"])
+    if sibling == "old-alone":
+        with pytest.raises(mrec.MrecError):
+            mrec.read_record(rec)
+        assert not os.path.lexists(rec)
+    else:
+        assert mrec.read_record(rec).frame is not None
+        repair(rec)
+        with pytest.raises(RefusalError) as e:
+            mrec.write_record(rec, meta={}, frame=FRAME, overwrite=True)
+        assert e.value.kind == "bad_target" and str(link) in str(e.value)
+        assert mrec.read_record(rec).frame is not None
+    assert os.readlink(link) == str(world["rec"]) and snapshot(world["outside"]) == before

@@ -51,7 +51,7 @@ import secrets
 import stat
 
 from ..errors import StoreError
-from ..fs import remove_tree
+from ..fs import refuse_link, remove_tree
 from ..fs.posix import TEMP_MARK
 from .lock import _locker
 
@@ -70,6 +70,12 @@ def build_name(final: str) -> str:
 def _present(fs, path: str) -> bool:
     is_link = getattr(fs, "is_link", None)
     return fs.exists(path) or bool(is_link and is_link(path))
+
+
+def _ours(fs, path: str) -> bool:
+    """A sibling an overwrite may have left: present and not a symbolic link (mrec never makes one
+    under those names, so a link there is left alone: never removed, renamed or followed)."""
+    return not fs.is_link(path) and fs.exists(path)
 
 
 def discard(fs, path: str) -> None:
@@ -108,19 +114,22 @@ def _recover_locked(fs, final: str) -> str | None:
     new, old = names(final)
     if fs.is_dir(new) and not fs.is_link(new):            # committed: roll forward
         if _present(fs, final):
-            if _present(fs, old):
+            if _ours(fs, old):
                 discard(fs, old)
-            fs.rename(final, old)
+            if fs.is_link(old):                           # not ours to replace: the old record goes now
+                discard(fs, final)
+            else:
+                fs.rename(final, old)
         fs.rename(new, final)
         fs.fsync_dir(parent)
-        if _present(fs, old):
+        if _ours(fs, old):
             discard(fs, old)
             fs.fsync_dir(parent)
         return "rolled forward"
-    if _present(fs, new):                                 # not a directory: never ours to promote
+    if _ours(fs, new):                                    # not a directory: never ours to promote
         discard(fs, new)
         fs.fsync_dir(parent)
-    if _present(fs, old):
+    if _ours(fs, old):
         if _present(fs, final):                           # the replace finished but for the removal
             discard(fs, old)
             fs.fsync_dir(parent)
@@ -133,7 +142,7 @@ def _recover_locked(fs, final: str) -> str | None:
 
 def pending(fs, final: str) -> bool:
     """Whether an interrupted overwrite of ``final`` left a sibling to recover from (two stats)."""
-    return any(_present(fs, p) for p in names(final))
+    return any(_ours(fs, p) for p in names(final))
 
 
 def recover(fs, final: str, *, within: bool = True, builds: bool = True, node: str = "") -> str | None:
@@ -335,6 +344,20 @@ def sibling_pattern(target: str, suffix: str = "") -> re.Pattern:
     return re.compile(re.escape(f".{name}{TEMP_MARK}") + r"[0-9a-f]{8}" + re.escape(suffix) + r"\Z", re.DOTALL)
 
 
+def _sweep_locked(fs, target: str, directory: bool, suffix: str = "") -> list[str]:
+    return remove_abandoned(fs, os.path.dirname(target), sibling_pattern(target, suffix), directory=directory)
+
+
+def sweep_siblings(fs, target: str, *, directory: bool, suffix: str = "") -> list[str]:
+    """Remove the temporary siblings of ``target`` (:class:`OwnedTemp`'s names, of that kind) whose
+    maker died, under the parent's lock; the names removed (none where locks cannot be had)."""
+    try:
+        with DirLock(fs, os.path.dirname(target)):
+            return _sweep_locked(fs, target, directory, suffix)
+    except OSError:
+        return []
+
+
 class OwnedTemp:
     """A temporary sibling ``.<name>.mrec-tmp-<8 hex><suffix>`` of ``target`` (a directory, or a file)
     that this run makes and owns: under the parent's :class:`DirLock`, the siblings of that shape a
@@ -353,15 +376,15 @@ class OwnedTemp:
         """Make the temporary (``make(path)``, default: a directory, or an empty file, made exclusively)
         and lock it; what ``make`` returned."""
         fs = self.fs
+        if make is None:
+            make = fs.makedirs if self.directory else fs.create_exclusive
         with DirLock(fs, self.parent):
-            self.removed = remove_abandoned(fs, self.parent, sibling_pattern(self.target, self.suffix),
-                                            directory=self.directory)
+            self.removed = _sweep_locked(fs, self.target, self.directory, self.suffix)
             path = ""
             while not path or _present(fs, path):
                 path = os.path.join(self.parent, f".{os.path.basename(self.target)}{TEMP_MARK}"
                                                  f"{secrets.token_hex(4)}{self.suffix}")
-            made = make(path) if make is not None else fs.makedirs(path) if self.directory \
-                else fs.create_exclusive(path)
+            made = make(path)
             self.path = path
             self.held = self._lock(path)
         if self.held is not None and self.directory:
@@ -420,6 +443,8 @@ class Build:
             elif not overwrite:
                 raise refuse_exists()
             else:
+                for sibling in (new, old):                # a link there is not ours to replace
+                    refuse_link(fs, sibling, "replace a record through")
                 fs.rename(self.path, new)
                 fs.fsync_dir(parent)                      # committed: recovery rolls forward from here
                 fs.rename(final, old)

@@ -12,8 +12,10 @@ failure, saved under ``--out`` for reproduction.
 Two more targets take the hostile classes of issue 17: ``bounds`` plants untrusted
 sizes (gzip / zstd bombs, a frame stating a huge content size, a vlen-utf8 count far
 beyond its chunk, a 1 KB zarr.json declaring ~2^40 chunks, declared rows far beyond
-the frames, zip entry names of thousands of components) and reads them with the
-array reader and ``validate --deep``; ``inputs`` calls the writers with what a user
+the frames, zip entry names of thousands of components; since issue 27 also real stores whose
+zarr.json claims what their files do not hold -- a frame column of 2^28..2^33 rows over one
+chunk, nstep 2^31..2^62 over one frame -- each under a 200 MiB allocation bound) and reads them
+with the array reader, the record readers and ``validate --deep``; ``inputs`` calls the writers with what a user
 can get wrong (node names with NUL, '/', a backslash, only periods, 300 bytes or a
 lone surrogate; JSON documents nested thousands deep; targets inside a regular file).
 
@@ -214,6 +216,83 @@ def _stored_zip(entries: list[tuple[str, bytes]]) -> bytes:
     return local + cd + struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(entries), len(entries), len(cd), len(local), 0)
 
 
+#: most bytes (tracemalloc) one input of the issue-27 claims may allocate
+CLAIM_PEAK = 200 << 20
+
+
+def _peak_bounded(fn):
+    """``fn`` run under tracemalloc: an AssertionError (a failure) when it allocated more than
+    CLAIM_PEAK, whatever it raised."""
+    import tracemalloc
+
+    def run():
+        tracemalloc.start()
+        refused = None
+        try:
+            fn()
+        except mrec.MrecError as exc:
+            refused = exc
+        finally:
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+        if peak > CLAIM_PEAK:
+            raise AssertionError(f"peak {peak >> 20} MiB (refused: {refused})")
+        if refused is not None:
+            raise refused
+    return run
+
+
+def _edit(path: str, edit) -> None:
+    with open(path) as f:
+        doc = json.load(f)
+    edit(doc)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+def _claim_case(rng: random.Random, root: str, kind: int) -> tuple[str, callable]:
+    """A small real store whose zarr.json claims far more than its files hold: a frame column (a fixed
+    array) of 2^28..2^33 rows over one stored chunk, or a trajectory of nstep 2^31..2^62 over one
+    stored frame; read by the readers and ``validate --deep`` in bounded memory and time."""
+    from mrec.validate import validate
+    shutil.rmtree(root)
+    if kind == 7:
+        rows = rng.choice([2**28, 2**31, 2**33])
+        chunk = rng.choice([5, rows])
+        mrec.write_record(root, meta={}, frame={"blocks": {"atoms": {"x": np.arange(5.0)}}},
+                          compression=rng.choice([None, "zstd"]))
+        _edit(f"{root}/frame/atoms/x/zarr.json", lambda d: (
+            d.update(shape=[rows]), d["chunk_grid"]["configuration"].update(chunk_shape=[chunk])))
+        _edit(f"{root}/frame/atoms/zarr.json", lambda d: d["attributes"].update(count=rows))
+
+        def run():
+            try:
+                mrec.read_frame(root)
+            finally:
+                validate(root, deep=True)
+        return f"a frame column claiming {rows} rows in chunks of {chunk}", _peak_bounded(run)
+    e = rng.choice([31, 40, 62])
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=3)
+    s.declare_column("atoms", "x", "f64")
+    s.declare_meta("pe", "f64")
+    with mrec.TrajectoryWriter.create(root, s) as w:
+        w.append({"blocks": {"atoms": {"x": np.arange(3.0)}}, "meta": {"pe": 1.0}})
+    _edit(f"{root}/trajectory/zarr.json", lambda d: d["attributes"].update(
+        nstep=2**e, step_progression={"start": 0, "stride": 1}))
+    grown = [a for a in ("atoms/x", "meta/pe") if rng.random() < 0.5]
+    for a in grown:
+        _edit(f"{root}/trajectory/{a}/zarr.json", lambda d: d.update(shape=[3 * 2**e if a == "atoms/x" else 2**e]))
+
+    def run():
+        try:
+            r = mrec.TrajectoryReader(root)
+            r[len(r) - 1]
+        finally:
+            validate(root, deep=True)
+    return f"nstep 2^{e} over one stored frame (grown: {grown})", _peak_bounded(run)
+
+
 def bounds_case(rng: random.Random, work: str) -> tuple[str, callable]:
     """(what, run): one hostile-size input planted in a fresh directory under ``work``."""
     import struct
@@ -223,7 +302,7 @@ def bounds_case(rng: random.Random, work: str) -> tuple[str, callable]:
     root = tempfile.mkdtemp(prefix="b", dir=work) + "/r.mrec"
     _write(f"{root}/zarr.json", b'{"zarr_format": 3, "node_type": "group", "attributes": {}}')
     n = rng.choice([1, 10, 1000, 4096])
-    kind = rng.randrange(7)
+    kind = rng.randrange(9)
     by = [{"name": "bytes", "configuration": {"endian": "little"}}]
     if kind <= 2:                                  # compression bombs: 64 MiB .. 2 GiB of zeros
         codec = ["gzip", "zstd", "zstd"][kind]
@@ -268,6 +347,8 @@ def bounds_case(rng: random.Random, work: str) -> tuple[str, callable]:
             with mrec.TrajectoryWriter.create(root.replace("r.mrec", "t.mrec"), s) as w:
                 w.append({"blocks": {"atoms": {"u": np.zeros((3, 3))}}})
         return f"rows={rows} for a 3-row frame", run
+    elif kind >= 7:                                # claims the files do not back (issue 27)
+        return _claim_case(rng, root, kind)
     else:                                          # zip entry names of thousands of components
         depth = rng.choice([300, 2000, 32767])
         name = "/".join(["a"] * depth) if rng.random() < 0.5 else "x" * rng.choice([256, 5000, 65535])

@@ -55,6 +55,12 @@ class StandInWarning(UserWarning):
     reports it as RT-6."""
 
 
+class RangesIgnoredWarning(UserWarning):
+    """A server ignores ``Range`` (``python -m http.server`` does): the file named is read whole, once,
+    bounded by ``storage_options`` ``whole_read_limit`` (docs/user-guide.md, "Records in the cloud").
+    Given once per file an open record reads."""
+
+
 class StoreError(MrecError):
     """A key or file is missing or cannot be read or written."""
 
@@ -102,6 +108,7 @@ def path_refusal(exc: BaseException, path: str) -> BaseException:
 
 __all__ = [
     "StandInWarning",
+    "RangesIgnoredWarning",
     "MrecError",
     "RefusalError",
     "MetadataError",

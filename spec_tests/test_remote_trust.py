@@ -241,11 +241,12 @@ def test_a_server_streaming_a_huge_body_is_refused_after_what_was_asked(http, fo
 
 
 def test_a_server_ignoring_range_is_a_store_error_naming_the_url(http):
-    r = TrajectoryReader(f"{http.url}/big.mrec.zip")
+    """Past ``whole_read_limit`` (issue 28: below it the object is read whole, test_remote_serving.py)."""
+    r = TrajectoryReader(f"{http.url}/big.mrec.zip", storage_options={"whole_read_limit": MiB})
     http.faults["/big.mrec.zip"] = "norange"
     peak, raised = peak_while(lambda: r[21])
     assert isinstance(raised, StoreError) and "big.mrec.zip" in str(raised)
-    assert "Range" in str(raised)
+    assert "Range" in str(raised) and "whole_read_limit" in str(raised)
     assert peak < 8 * MiB, peak                             # the archive is 4.5 MB: not buffered whole
 
 

@@ -27,10 +27,18 @@ closed record does not change, what is fetched is kept (an LRU bounded by
   then answers every ``size`` / ``is_dir`` / ``list_dir``.
 
 A fetch that returns fewer or more bytes than the range asked for (a
-truncated body, a server ignoring ``Range``) or fails (an HTTP error, a lost
-connection) raises :class:`~mrec.errors.StoreError` naming the URL and the
-range; nothing of it is returned, so no wrong byte reaches a decoder (which
-checks every chunk's crc32c besides).
+truncated body) or fails (an HTTP error, a lost connection) raises
+:class:`~mrec.errors.StoreError` naming the URL and the range; nothing of it is
+returned, so no wrong byte reaches a decoder (which checks every chunk's
+crc32c besides).
+
+A server that ignores ``Range`` (issue 28: ``python -m http.server`` answers
+200 and the whole file) has its answer read whole when the object's size
+(asked first) is within ``storage_options`` ``whole_read_limit``
+(:data:`WHOLE_READ_LIMIT`, bytes, or None for no limit): exactly that many
+bytes, kept as one block (later reads of the file are answered from it), with
+a :class:`~mrec.errors.RangesIgnoredWarning` once per file.  Past the limit it
+is a ``StoreError`` naming the URL and the option, before the body is read.
 
 Bounds (issue 27).  Over HTTP every body is read piece by piece
 (:mod:`mrec.fs.remote_http`) and refused once it passes what was asked plus
@@ -50,10 +58,11 @@ from __future__ import annotations
 
 import re
 import threading
+import warnings
 from collections import OrderedDict
 
-from ..errors import MrecError, RefusalError, StoreError
-from .remote_http import PIECE, BodyTooLong, HttpClient
+from ..errors import MrecError, RangesIgnoredWarning, RefusalError, StoreError
+from .remote_http import PIECE, BodyTooLong, HttpClient, RangeIgnored
 
 MiB = 1024 * 1024
 READAHEAD = 1 * MiB
@@ -63,6 +72,8 @@ BODY_MARGIN = 64 * 1024  # a ranged body is refused once it passes what was aske
 CONNECT_TIMEOUT = 10.0   # seconds to connect (storage_options "connect_timeout")
 READ_TIMEOUT = 30.0      # seconds without a byte from the server (storage_options "read_timeout")
 TIMEOUT_OPTIONS = {"connect_timeout": CONNECT_TIMEOUT, "read_timeout": READ_TIMEOUT}
+#: The largest object read whole from a server that ignores Range (storage_options "whole_read_limit").
+WHOLE_READ_LIMIT = 256 * MiB
 
 SCOPE = ("an object store holds closed records, written elsewhere and then uploaded or packed into "
          "*.mrec.zip, and is read, never appended to (chunking-and-packing.md: live append needs a "
@@ -98,14 +109,20 @@ def storage_options_from_env() -> dict:
     return opts
 
 
+def _own_option(options: dict, key: str, default, kinds: tuple, what: str):
+    """One of mrec's own options taken out of ``options``: a number > 0 of ``kinds``, or None (no limit)."""
+    value = options.pop(key, default)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, kinds) or not value > 0):
+        raise RefusalError(f"storage option {key!r} is {value!r}: {what} or None (no limit)",
+                           kind="bad_storage_options")
+    return value
+
+
 def _timeouts(options: dict) -> dict[str, float | None]:
     """mrec's own ``connect_timeout`` / ``read_timeout`` taken out of ``options`` (defaults filled in)."""
     out: dict[str, float | None] = {}
     for key, default in TIMEOUT_OPTIONS.items():
-        value = options.pop(key, default)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
-            raise RefusalError(f"storage option {key!r} is {value!r}: seconds (a number > 0) or None (no limit)",
-                               kind="bad_storage_options")
+        value = _own_option(options, key, default, (int, float), "seconds (a number > 0)")
         out[key] = None if value is None else float(value)
     return out
 
@@ -183,6 +200,8 @@ class RemoteFileSystem:
         fsspec = require("fsspec", "remote")
         options = dict(self.storage_options)
         self._timeouts = _timeouts(options)
+        self.whole_read_limit = _own_option(options, "whole_read_limit", WHOLE_READ_LIMIT, (int,),
+                                            "bytes (an integer > 0)")
         try:
             self._fs, _ = fsspec.core.url_to_fs(self.url, **_fsspec_options(self.url, options, self._timeouts))
         except ImportError as exc:
@@ -200,6 +219,7 @@ class RemoteFileSystem:
         self._tree: dict[str, int | None] | None = None     # rel key -> size (None: a directory)
         self._pages: dict[str, dict[str, bool] | None] = {}    # HTTP: rel dir -> {child: is_dir}
         self._listed = False     # the directory form: size / is_dir / exists answered from listings
+        self._read_whole: set[str] = set()     # objects a server ignoring Range sent whole (noted once each)
         self._client = HttpClient(self._fs) if self._http else None     # bounded bodies (issue 27)
 
     # pickled by URL + options (a Dask worker reconnects; nothing fetched travels)
@@ -386,10 +406,10 @@ class RemoteFileSystem:
             fetch_end = min(size, max(end, start + MIN_FETCH))
             if start in self._ends.get(path, ()):
                 fetch_end = min(size, max(end, start + self.readahead))
-        data = self._fetch(path, start, fetch_end)
+        at, data = self._fetch(path, start, fetch_end)
         with self._lock:
-            self._keep(path, start, data)
-        return head + data[: end - start]
+            self._keep(path, at, data)
+        return head + data[start - at: end - at]
 
     def prefetch(self, path: str, offset: int, end: int) -> None:
         """Fetch ``[offset, end)`` of ``path`` in one request and keep it (unless already held)."""
@@ -399,9 +419,9 @@ class RemoteFileSystem:
         with self._lock:
             if self._lookup(path, offset, end) is not None:
                 return
-        data = self._fetch(path, offset, end)
+        at, data = self._fetch(path, offset, end)
         with self._lock:
-            self._keep(path, offset, data)
+            self._keep(path, at, data)
 
     def holds(self, path: str, offset: int, end: int) -> bool:
         """Whether ``[offset, end)`` of ``path`` is already held (no request needed)."""
@@ -440,14 +460,16 @@ class RemoteFileSystem:
             return self._client.get(self._remote(path))[1]
         return bytes(self._fs.cat_file(self._remote(path)))
 
-    def _get_range(self, path: str, start: int, end: int, limit: int) -> bytes:
-        """Bytes ``[start, end)``, refused (BodyTooLong) past ``limit`` bytes over HTTP and S3.  A
-        bounded whole-object fallback for a server ignoring Range would call this with the object's size."""
+    def _get_range(self, path: str, start: int, end: int, limit: int, whole: int | None) -> tuple[bytes, bool]:
+        """Bytes ``[start, end)``, refused (BodyTooLong) past ``limit`` bytes over HTTP and S3, and whether
+        the server ignored Range and sent the whole object instead (HTTP: read up to ``whole`` bytes;
+        RangeIgnored when ``whole`` is None)."""
         if self._client is not None:
-            return self._client.get(self._remote(path), start, end, limit)[1]
+            status, data = self._client.get(self._remote(path), start, end, limit, whole)
+            return data, status == 200
         if self._speaks("s3", "s3a"):
-            return self._s3_range(path, start, end, limit)
-        return bytes(self._fs.cat_file(self._remote(path), start=start, end=end))
+            return self._s3_range(path, start, end, limit), False
+        return bytes(self._fs.cat_file(self._remote(path), start=start, end=end)), False
 
     def _s3_range(self, path: str, start: int, end: int, limit: int) -> bytes:
         from fsspec.asyn import sync
@@ -473,20 +495,47 @@ class RemoteFileSystem:
         finally:
             body.close()
 
-    def _fetch(self, path: str, start: int, end: int) -> bytes:
+    def _fetch(self, path: str, start: int, end: int) -> tuple[int, bytes]:
+        """The block fetched for ``[start, end)`` of a sized object: ``(start, its bytes)``, or ``(0, the
+        whole object)`` from a server that ignores Range (issue 28: ``python -m http.server``)."""
+        size = self._sizes[path]
+        whole = size if self.whole_read_limit is None or size <= self.whole_read_limit else None
         try:
-            data = self._get_range(path, start, end, end - start + BODY_MARGIN)
+            data, got_whole = self._get_range(path, start, end, end - start + BODY_MARGIN, whole)
         except FileNotFoundError:
             raise StoreError(f"object vanished while reading bytes {start}..{end}", path=path) from None
+        except RangeIgnored:
+            raise StoreError(f"the server ignores Range (it answers a ranged request with the whole {size}-byte "
+                             "object), and mrec reads an object whole only up to storage_options "
+                             f"'whole_read_limit' ({self.whole_read_limit} bytes): raise it, or serve the record "
+                             "from a server that honours Range", path=path) from None
         except Exception as exc:      # noqa: BLE001  (any transport failure is a StoreError)
             raise self._failure(f"reading bytes {start}..{end}", exc, path) from None
         finally:
             self.requests += 1
+        if got_whole:
+            return 0, self._took_whole(path, data, size)
         if len(data) != end - start:
             raise StoreError(f"the server returned {len(data)} bytes for the {end - start}-byte range "
                              f"{start}..{end} (a truncated body, or Range not honoured); nothing of it is used",
                              path=path)
         self.bytes_fetched += len(data)
+        return start, bytes(data)
+
+    def _took_whole(self, path: str, data: bytes, size: int) -> bytes:
+        """A whole object a server ignoring Range sent: exactly ``size`` bytes, noted once per object."""
+        if len(data) != size:
+            raise StoreError(f"the server ignores Range and sent {len(data)} bytes of the {size}-byte object "
+                             "(a truncated body); nothing of it is used", path=path)
+        self.bytes_fetched += len(data)
+        with self._lock:
+            first = path not in self._read_whole
+            self._read_whole.add(path)
+        if first:
+            warnings.warn(RangesIgnoredWarning(
+                f"{path}: the server ignores Range (it answers a ranged request with the whole file): this file "
+                f"is read whole, {size} bytes, and kept while the record is open (storage_options "
+                f"'whole_read_limit' bounds it: {self.whole_read_limit} bytes)"))
         return bytes(data)
 
     def exists(self, path: str) -> bool:

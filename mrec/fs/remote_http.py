@@ -30,6 +30,15 @@ class BodyTooLong(Exception):
         self.limit = limit
 
 
+class RangeIgnored(Exception):
+    """The server answered a ranged GET with 200 (the whole object, ``declared`` bytes if it said) and
+    the caller allowed no whole read."""
+
+    def __init__(self, declared: int | None):
+        super().__init__(f"Range ignored (200, {declared} bytes)")
+        self.declared = declared
+
+
 class HttpStatusError(Exception):
     """An HTTP error status other than 404."""
 
@@ -72,16 +81,23 @@ class HttpClient:
         return None
 
     def get(self, url: str, start: int | None = None, end: int | None = None,
-            limit: int | None = None) -> tuple[int, bytes]:
+            limit: int | None = None, whole: int | None = None) -> tuple[int, bytes]:
         """``(status, body)`` of a GET of ``[start, end)`` (the whole object when None), the body refused
-        past ``limit`` bytes (None: the declared length, else :data:`UNSIZED_LIMIT`)."""
+        past ``limit`` bytes (None: the declared length, else :data:`UNSIZED_LIMIT`).  A server answering
+        a ranged GET with 200 ignores Range: its body (the whole object) is then read up to ``whole``
+        bytes, or :class:`RangeIgnored` is raised unread when ``whole`` is None."""
         headers = {} if start is None else {"Range": f"bytes={start}-{end - 1}"}
-        return self._run(self._get, url, headers, limit)
+        return self._run(self._get, url, headers, limit, whole)
 
-    async def _get(self, url: str, headers: dict[str, str], limit: int | None) -> tuple[int, bytes]:
+    async def _get(self, url: str, headers: dict[str, str], limit: int | None,
+                   whole: int | None = None) -> tuple[int, bytes]:
         session = await self._fs.set_session()
         async with session.get(self._fs.encode_url(url), **self._options(headers)) as r:
             _raise_for(r, url)
+            if "Range" in headers and r.status == 200:        # Range ignored: the whole object follows
+                if whole is None:
+                    raise RangeIgnored(r.content_length)
+                limit = whole
             bound = limit if limit is not None else (r.content_length if r.content_length is not None
                                                      else UNSIZED_LIMIT)
             if r.content_length is not None and r.content_length > bound:

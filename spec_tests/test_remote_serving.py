@@ -1,0 +1,140 @@
+"""Issue 28, section 3: records at a URL as users serve them, against REAL servers on 127.0.0.1.
+
+* ``python -m http.server`` (a real subprocess) ignores ``Range``: a record it serves is read whole,
+  file by file, bounded by ``storage_options`` ``whole_read_limit``, with one warning per file;
+* storage options apply to the protocol they are for (per-protocol sections; a flat
+  ``MREC_STORAGE_OPTIONS`` is for object stores, never sent to an ``http(s)://`` server);
+* ``mda.Universe(URL, storage_options=...)`` passes them on;
+* every write entry point refuses a URL (``remote_read_only``), whatever else it is given;
+* the MDAnalysis reader converts forces (and velocities) from the record's stated units.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mrec
+from mrec import TrajectoryReader, pack, read_record
+from mrec.errors import RangesIgnoredWarning, StoreError
+from mrec.fixtures import describe
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from servers import s3_server, upload  # noqa: E402
+from test_remote import big_record  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+NAMES = ["whole_record", "masks", "cell_changing"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def python_http_server(root: Path) -> tuple[subprocess.Popen, str]:
+    """``python -m http.server`` serving ``root`` on a free loopback port, as a user runs it."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                             "--directory", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return proc, f"http://127.0.0.1:{port}"
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("python -m http.server did not start")
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def stdlib(tmp_path_factory):
+    """A real ``python -m http.server`` holding a fresh run (both forms) and some fixtures."""
+    root = tmp_path_factory.mktemp("stdlib")
+    pack(big_record(root / "run.mrec", atoms=400, frames=30), keep=True)
+    for n in NAMES:
+        shutil.copytree(FIXTURES / f"{n}.mrec", root / f"{n}.mrec")
+        shutil.copy(FIXTURES / f"{n}.mrec.zip", root / f"{n}.mrec.zip")
+    proc, url = python_http_server(root)
+    yield {"root": root, "url": url}
+    proc.terminate()
+    proc.wait(10)
+
+
+def frame_bytes(frame) -> dict:
+    return {(b, c): np.asarray(v).tobytes() for b, cols in frame.blocks.items() for c, v in cols.items()}
+
+
+# -- 1. python -m http.server ignores Range: read whole, bounded, with a note -----------------------------
+
+def test_the_stdlib_server_really_ignores_range(stdlib):
+    """The premise: Python's own server answers a ranged GET with 200 and the whole file."""
+    import urllib.request
+    req = urllib.request.Request(f"{stdlib['url']}/run.mrec.zip", headers={"Range": "bytes=0-9"})
+    with urllib.request.urlopen(req) as resp:
+        assert resp.status == 200
+        assert len(resp.read()) == os.path.getsize(stdlib["root"] / "run.mrec.zip")
+
+
+@pytest.mark.parametrize("form", [".mrec.zip", ".mrec"])
+def test_a_record_served_by_python_http_server_reads_exactly(stdlib, form):
+    url = f"{stdlib['url']}/run{form}"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = TrajectoryReader(url)
+        want = TrajectoryReader(stdlib["root"] / f"run{form}")
+        assert len(r) == len(want) == 30 and list(r.steps) == list(want.steps)
+        for i in range(len(r)):
+            assert frame_bytes(r[i]) == frame_bytes(want[i])
+    notes = [w for w in caught if issubclass(w.category, RangesIgnoredWarning)]
+    files = [str(w.message).split(": the server ignores Range")[0] for w in notes]
+    assert notes and len(files) == len(set(files)), [str(w.message) for w in notes]   # once per file
+    assert all("ignores Range" in str(w.message) and "whole" in str(w.message) for w in notes)
+    if form == ".mrec.zip":
+        assert len(notes) == 1 and "run.mrec.zip" in str(notes[0].message)
+
+
+@pytest.mark.parametrize("form", [".mrec.zip", ".mrec"])
+@pytest.mark.parametrize("name", NAMES)
+def test_fixtures_served_by_python_http_server_read_like_the_local_record(stdlib, name, form):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RangesIgnoredWarning)
+        assert describe(f"{stdlib['url']}/{name}{form}") == describe(stdlib["root"] / f"{name}{form}")
+
+
+@pytest.mark.parametrize("form", [".mrec.zip", ".mrec"])
+def test_past_the_whole_read_limit_a_store_error_names_the_url_and_the_option(stdlib, form):
+    url = f"{stdlib['url']}/run{form}"
+    with pytest.raises(StoreError) as e:
+        r = TrajectoryReader(url, storage_options={"whole_read_limit": 4096})
+        r[3]
+    assert f"run{form}" in str(e.value) and "whole_read_limit" in str(e.value) and "Range" in str(e.value)
+    limit = os.path.getsize(stdlib["root"] / "run.mrec.zip")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RangesIgnoredWarning)
+        got = TrajectoryReader(url, storage_options={"whole_read_limit": limit})
+        assert frame_bytes(got[3]) == frame_bytes(TrajectoryReader(stdlib["root"] / f"run{form}")[3])
+
+
+def test_the_whole_read_limit_option_is_checked():
+    from mrec.errors import RefusalError
+    from mrec.fs.remote import WHOLE_READ_LIMIT, RemoteFileSystem
+    assert RemoteFileSystem("http://127.0.0.1:9/x.mrec.zip").whole_read_limit == WHOLE_READ_LIMIT == 256 * 2 ** 20
+    assert RemoteFileSystem("http://127.0.0.1:9/x.mrec.zip", {"whole_read_limit": None}).whole_read_limit is None
+    for bad in (0, -5, 1.5, "1GB", True):
+        with pytest.raises(RefusalError) as e:
+            RemoteFileSystem("http://127.0.0.1:9/x.mrec.zip", {"whole_read_limit": bad})
+        assert e.value.kind == "bad_storage_options" and "whole_read_limit" in str(e.value)

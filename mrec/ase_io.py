@@ -10,15 +10,16 @@ Per image: ``positions``, ``numbers`` / symbols (the ``element`` column, or ``at
 ``cell`` (the mrec cell's lattice vectors as rows) and ``pbc`` (its boundary), velocities
 (``vx vy vz``, stored in Å/ps), ``tags`` (column ``tag``), initial charges (``charge``),
 masses (``mass``) and the calculator results ``energy``, ``free_energy``, ``forces``
-(``fx fy fz``) and ``stress`` (meta ``stress``, Voigt order) as a SinglePointCalculator.  The
+(``fx fy fz``) and ``stress`` (meta ``stress``, Voigt order) as a SinglePointCalculator; and
+nothing else is dropped: ``atoms.info`` (typed per-step meta; ``info["step"]`` is the record's
+step), every other per-atom array, ``FixAtoms`` (column ``free``) and every calculator result
+round-trip, and what cannot be stored is refused naming it (:mod:`mrec.md.ase_map`).  The
 atom count may change from image to image.  Energies and forces convert from a record's
 stated units (``eV`` as ASE writes them; ``kJ/mol`` / ``kcal/mol`` from MD engines).
 """
 from __future__ import annotations
 
 import os
-
-import numpy as np
 
 from .errors import MrecError, RefusalError
 from .md import require
@@ -59,19 +60,6 @@ def _units(rec) -> dict | None:
     return u if u is not None else rec.meta.get("units")
 
 
-def _numbers(symbols) -> np.ndarray:
-    """Atomic numbers of chemical symbols; 0 (ASE's ``X``) for a label that is none (a virtual site)."""
-    from ase.data import atomic_numbers
-    out = np.zeros(len(symbols), dtype=np.int64)
-    cache: dict[str, int] = {}
-    for k, sym in enumerate(symbols):
-        z = cache.get(sym)
-        if z is None:
-            z = cache[sym] = atomic_numbers.get(sym, atomic_numbers.get(sym[:1].upper() + sym[1:].lower(), 0))
-        out[k] = z
-    return out
-
-
 def _selection(index, n: int):
     """The image ordinals ``index`` selects of ``n`` (ASE's index: None, N, "START:STOP[:STEP]",
     a slice); a malformed one is a ``bad_frames`` refusal."""
@@ -97,10 +85,9 @@ def _selection(index, n: int):
 
 def read_mrec(filename, index=None):
     """Yield the selected images of the record's trajectory (or its frame section) as ASE Atoms."""
-    ase = require("ase")
-    from ase.calculators.singlepoint import SinglePointCalculator
+    require("ase")
     ase_units = require("ase.units")
-    from .md.atoms import atoms_view, energy_keys
+    from .md.ase_map import atoms_of
     from .md.convert import record_units
     from .record.record import read_record
     with read_record(os.fspath(filename)) as rec:
@@ -114,41 +101,8 @@ def read_mrec(filename, index=None):
         else:
             raise MrecError("the record has neither a trajectory nor a frame section", path=os.fspath(filename))
         for _i, f in frames:
-            view = atoms_view(f, rec.system)
-            if view.positions is None:
-                raise MrecError("an image needs an atoms block with x, y, z columns", path=os.fspath(filename))
-            cols = view.columns
-            if "atomic_number" in cols and "element" not in cols:
-                numbers = np.asarray(cols["atomic_number"], dtype=np.int64)
-            else:
-                numbers = _numbers(view.species)
-            atoms = ase.Atoms(positions=view.positions * lf, numbers=numbers)
-            box = view.box
-            if box is not None and box.defined:
-                atoms.set_cell(box.rows * lf)
-                atoms.set_pbc(box.boundary)
-            atom_cols = f.blocks.get("atoms", {})
-            if "mass" in cols:                    # before the velocities: ASE stores momenta
-                atoms.set_masses(np.asarray(cols["mass"], dtype=np.float64))
-            if view.velocities is not None:
-                atoms.set_velocities(view.velocities * (lf / tf) / (1000.0 * ase_units.fs))
-            if "tag" in atom_cols:
-                atoms.set_tags(np.asarray(atom_cols["tag"], dtype=np.int64))
-            if "charge" in cols:
-                atoms.set_initial_charges(np.asarray(cols["charge"], dtype=np.float64))
-            results = {}
-            ek = energy_keys(f.meta)
-            if ek is not None:
-                results["energy"] = float(f.meta[ek]) * ef
-            if "free_energy" in f.meta:
-                results["free_energy"] = float(f.meta["free_energy"]) * ef
-            if view.forces is not None:
-                results["forces"] = view.forces * (ef / lf)
-            if "stress" in f.meta:
-                results["stress"] = np.asarray(f.meta["stress"], dtype=np.float64) * (ef / lf ** 3)
-            if results:
-                atoms.calc = SinglePointCalculator(atoms, **results)
-            yield atoms
+            yield atoms_of(f, rec.system, rec.meta, lf=lf, tf=tf, ef=ef, ase_units=ase_units,
+                           label=os.fspath(filename))
 
 
 def _foreign(path: str) -> bool:

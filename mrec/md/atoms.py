@@ -12,10 +12,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AtomsView", "atoms_view", "species_of", "energy_keys", "ENERGY_KEYS"]
+__all__ = ["AtomsView", "atoms_view", "species_of", "species_column", "energy_keys", "ENERGY_KEYS"]
 
 #: per-step meta keys that hold the potential energy, in order of preference
 ENERGY_KEYS = ("energy", "pe", "potential_energy", "epot")
+
+#: positions, velocities and forces: the columns an AtomsView holds as (N, 3) arrays
+MOTION_COLUMNS = frozenset("x y z vx vy vz fx fy fz".split())
 
 TOPOLOGY_COLUMNS = ("element", "name", "type", "res_name", "res_id", "chain", "mass", "charge",
                     "occupancy", "b_factor", "atomic_number", "type_id", "mol_id", "formal_charge", "altloc", "icode")
@@ -37,6 +40,7 @@ class AtomsView:
     columns: dict[str, np.ndarray] = field(default_factory=dict)   # topology columns (frame or system)
     box: Any = None
     meta: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, np.ndarray] = field(default_factory=dict)    # the frame's other per-atom columns
 
     def get(self, name: str):
         return self.columns.get(name)
@@ -46,12 +50,20 @@ class AtomsView:
         return species_of(self.columns, self.n)
 
 
-def species_of(columns: dict, n: int) -> list[str]:
+def species_column(columns: dict, n: int) -> str | None:
+    """The column the species are taken from: ``element``, else ``name``, else ``type`` (None: all ``X``)."""
     for key in ("element", "name", "type"):
         v = columns.get(key)
         if v is not None and len(v) == n:
-            return [str(s) if str(s) else "X" for s in v]
-    return ["X"] * n
+            return key
+    return None
+
+
+def species_of(columns: dict, n: int) -> list[str]:
+    key = species_column(columns, n)
+    if key is None:
+        return ["X"] * n
+    return [str(s) if str(s) else "X" for s in columns[key]]
 
 
 def atoms_view(frame, system=None, block: str = "atoms") -> AtomsView:
@@ -61,11 +73,14 @@ def atoms_view(frame, system=None, block: str = "atoms") -> AtomsView:
     topo: dict[str, np.ndarray] = {}
     if system is not None and block in system.blocks and system.counts.get(block) == n:
         topo.update(system.blocks[block])
+    extra: dict[str, np.ndarray] = {}
     for c, v in cols.items():
         if c in TOPOLOGY_COLUMNS:
             topo[c] = v
+        elif c not in MOTION_COLUMNS:
+            extra[c] = v
     return AtomsView(n, _xyz(cols, ""), _xyz(cols, "v"), _xyz(cols, "f"), topo,
-                     frame.box if frame is not None else None, dict(frame.meta) if frame is not None else {})
+                     frame.box if frame is not None else None, dict(frame.meta) if frame is not None else {}, extra)
 
 
 def energy_keys(meta: dict) -> str | None:

@@ -380,57 +380,6 @@ def _xyz_cols(prefix: str, a) -> dict:
             f"{prefix}z": np.ascontiguousarray(a[:, 2])}
 
 
-def _ase_frame(atoms, ase_units, k: int = 0) -> tuple[dict, dict]:
-    """(frame dict, the fields it has) of one ASE Atoms, image ``k``."""
-    from ase import Atoms
-    from ..record.model import Box
-    if not isinstance(atoms, Atoms):
-        raise RefusalError(f"image {k} is a {type(atoms).__name__}, not an ase.Atoms", kind="bad_frame")
-    n = len(atoms)
-    cols = _xyz_cols("", atoms.get_positions())
-    cols["element"] = np.array(atoms.get_chemical_symbols(), dtype=object)
-    has: dict[str, Any] = {}
-    if atoms.has("momenta"):
-        v = atoms.get_velocities() * (1000.0 * ase_units.fs)       # Å per ASE time unit -> Å/ps
-        cols.update(_xyz_cols("v", v))
-        has["vel"] = True
-    if atoms.has("initial_charges"):
-        cols["charge"] = np.asarray(atoms.get_initial_charges(), dtype=np.float64)
-    if atoms.has("tags"):
-        cols["tag"] = np.asarray(atoms.get_tags(), dtype=np.int64)
-    if atoms.has("masses"):
-        cols["mass"] = np.asarray(atoms.get_masses(), dtype=np.float64)
-    meta: dict[str, Any] = {}
-    calc = atoms.calc
-    results = getattr(calc, "results", {}) if calc is not None else {}
-    if "forces" in results:
-        cols.update(_xyz_cols("f", results["forces"]))
-        has["frc"] = True
-    if "energy" in results:
-        meta["energy"] = float(results["energy"])
-    if "free_energy" in results:
-        meta["free_energy"] = float(results["free_energy"])
-    if "stress" in results:
-        st = np.asarray(results["stress"], dtype=np.float64).ravel()
-        if st.size == 9:
-            m = st.reshape(3, 3)
-            st = np.array([m[0, 0], m[1, 1], m[2, 2], m[1, 2], m[0, 2], m[0, 1]])
-        meta["stress"] = st
-    if "charges" in results and "charge" not in cols:
-        cols["charge"] = np.asarray(results["charges"], dtype=np.float64)
-    frame: dict = {"blocks": {"atoms": cols}}
-    pbc = np.asarray(atoms.get_pbc(), dtype=bool)
-    cell = np.asarray(atoms.get_cell()[:], dtype=np.float64)
-    if cell.any() and abs(np.linalg.det(cell)) > 0:
-        frame["box"] = Box.from_rows(cell, boundary=pbc)
-    elif pbc.any():
-        raise MrecError(f"an ASE frame with periodic axes {pbc.tolist()} but no full cell cannot be stored")
-    if meta:
-        frame["meta"] = meta
-    has["n"] = n
-    return frame, has
-
-
 def _import_ase(src, live, sel, precision, profile, compression, progress) -> ConvertResult:
     ase_io = require("ase.io")
     res = ConvertResult(src, live, reader="ASE", precision=precision)
@@ -458,52 +407,49 @@ def write_ase_images(live: str, images, *, precision=None, profile="reference", 
                      meta: dict | None = None, label: str | None = None) -> tuple[list[int], list[str]]:
     """Stream ASE ``Atoms`` into a new trajectory at ``live`` (a ``*.mrec`` directory).
 
-    The first image fixes the per-atom fields and results every image must have; the atom count
-    may change.  Steps are the image ordinals.  Returns (atom counts, fields written)."""
+    The first image fixes the per-atom fields, info keys and results every image must have (what
+    each becomes: :mod:`mrec.md.ase_map`); the atom count may change.  Steps are ``info["step"]``
+    when the images have it, else the image ordinals.  Returns (atom counts, fields written)."""
     ase_units = require("ase.units")
     from ..record.schema import SequenceSchema
     from ..record.trajectory_write import TrajectoryWriter
+    from .ase_map import MODULE, check_like, declare, image_frame, module_doc
     label = label or live
     it = iter(images)
     try:
         first = next(it)
     except StopIteration:
         raise MrecError("no images to write", path=live) from None
-    f0, has0 = _ase_frame(first, ase_units)
-    cols0 = f0["blocks"]["atoms"]
+    img0 = image_frame(first, ase_units)
     s = SequenceSchema()
-    s.declare_block("atoms", rows=has0["n"])
-    for c, v in cols0.items():
-        dt = "string" if v.dtype == object else ("i64" if v.dtype.kind == "i" else "f64")
-        s.declare_column("atoms", c, dt, precision=precision if c in "xyz" else None)
-    meta0 = f0.get("meta", {})
-    for k in meta0:
-        s.declare_meta(k, "f64x6" if k == "stress" else "f64")
-    fields = sorted(cols0) + sorted(meta0) + (["box"] if "box" in f0 else [])
+    declare(s, img0, precision)
+    fields = sorted(img0.columns) + sorted(img0.meta_tags) + (["box"] if "box" in img0.frame else [])
+    meta = dict(meta or _creator())
+    meta["modules"] = {**meta.get("modules", {}), MODULE: module_doc(img0)}
     counts: list[int] = []
-    with TrajectoryWriter.create(live, s, compression=compression, profile=profile, meta=meta or _creator()) as w:
-        def put(fr, has, k):
-            got = set(fr["blocks"]["atoms"])
-            if got != set(cols0):
-                raise MrecError(f"frame {k}: per-atom fields {sorted(got)} differ from the first frame's "
-                                f"{sorted(cols0)}", path=label)
-            if set(fr.get("meta", {})) != set(meta0):
-                raise MrecError(f"frame {k}: results {sorted(fr.get('meta', {}))} differ from the first "
-                                f"frame's {sorted(meta0)}", path=label)
-            w.append(fr, step=k, time=None)
-            counts.append(has["n"])
+    last_step: list[int] = []
+    with TrajectoryWriter.create(live, s, compression=compression, profile=profile, meta=meta) as w:
+        def put(img, k):
+            step = k if img.step is None else img.step
+            if last_step and step <= last_step[0]:
+                raise MrecError(f"frame {k}: info['step'] {step} does not increase (the previous frame's is "
+                                f"{last_step[0]}); steps of an mrec trajectory strictly increase", path=label)
+            w.append(img.frame, step=step, time=None)
+            last_step[:] = [step]
+            counts.append(img.n)
             if progress is not None:
                 progress.update(len(counts))
-        put(f0, has0, 0)
-        boxed = "box" in f0
+        put(img0, 0)
+        boxed = "box" in img0.frame
         for k, atoms in enumerate(it, start=1):
-            fr, has = _ase_frame(atoms, ase_units, k)
-            if "box" in fr:
+            img = image_frame(atoms, ase_units, k)
+            check_like(img, img0, k, label)
+            if "box" in img.frame:
                 boxed = True
             elif boxed:           # no cell after a cell: omitting it would carry the last one forward
                 raise MrecError(f"frame {k} has no cell after frames with one (an mrec trajectory's cell is "
                                 "defined in every frame or in none)", path=label)
-            put(fr, has, k)
+            put(img, k)
     # the atom count may change, so there is no system section: the units live in the meta document
     _set_root_units(live, ASE_UNITS)
     return counts, fields

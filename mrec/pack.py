@@ -280,14 +280,14 @@ def pack(path: str | os.PathLike, *, keep: bool = False, fs: FileSystem | None =
     sweep_siblings(fs, root, directory=True)   # sources killed packs left renamed aside (_remove_source)
     held = _lock(fs, root, keep)         # held until the source is gone: one pack, no writer meanwhile
     if is_url(out):                      # stream the archive up (mrec.pack_remote); returns the URL
-        from .fs.remote import storage_options_from_env
+        from .fs.remote import resolve_options
         from .pack_remote import pack_to_url
         try:
             plan = _plan(fs, root, None, True)        # the local checks; the target is the URL
             announce(held, "pack")
             return pack_to_url(plan, out, keep=keep, meter=_Meter(plan.total_bytes, progress), fs=fs,
-                               storage_options=storage_options if storage_options is not None
-                               else storage_options_from_env(), zip64_threshold=zip64_threshold)
+                               storage_options=resolve_options(out, storage_options),
+                               zip64_threshold=zip64_threshold)
         finally:
             held.release()
     try:

@@ -74,13 +74,14 @@ class _StreamingZipWriter(ZipWriter):
 def pack_to_url(plan, url: str, *, storage_options=None, keep: bool = False, meter=None,
                 zip64_threshold: int = 0xFFFFFFFF, fs=None) -> str:
     """Stream the planned archive to ``url``; verify it there; remove the source unless ``keep``."""
-    from .fs.remote import RemoteFileSystem, require
+    from .fs.remote import OWN_OPTIONS, RemoteFileSystem, options_for, require
     fsspec = require("fsspec", "remote")
     fs = fs if fs is not None else DEFAULT_FS
     if not url.endswith(".zip"):
         raise RefusalError("a packed record's URL ends in .mrec.zip", path=url, kind="bad_target")
+    storage_options = options_for(url, storage_options)
     try:
-        rfs, _ = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        rfs, _ = fsspec.core.url_to_fs(url, **{k: v for k, v in storage_options.items() if k not in OWN_OPTIONS})
         exists = rfs.exists(url)
     except Exception as exc:      # noqa: BLE001  (any transport failure is a StoreError)
         raise StoreError(f"cannot reach the target: {type(exc).__name__}: {exc}", path=url) from None

@@ -138,3 +138,97 @@ def test_the_whole_read_limit_option_is_checked():
         with pytest.raises(RefusalError) as e:
             RemoteFileSystem("http://127.0.0.1:9/x.mrec.zip", {"whole_read_limit": bad})
         assert e.value.kind == "bad_storage_options" and "whole_read_limit" in str(e.value)
+
+
+# -- 2. storage options apply to the protocol they are for ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def s3(stdlib):
+    srv = s3_server()
+    for name in ("run.mrec.zip", "run.mrec", "whole_record.mrec.zip"):
+        upload(srv, "records", stdlib["root"] / name, name)
+    yield srv
+    srv.stop()
+
+
+def test_flat_s3_options_in_the_environment_do_not_break_http_urls(stdlib, s3, monkeypatch):
+    """A flat MREC_STORAGE_OPTIONS is for object stores: an http:// URL takes only mrec's own options."""
+    monkeypatch.setenv("MREC_STORAGE_OPTIONS", json.dumps(dict(s3.storage_options, read_timeout=20)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RangesIgnoredWarning)
+        for url in (f"{stdlib['url']}/whole_record.mrec.zip", "s3://records/whole_record.mrec.zip"):
+            assert describe(url) == describe(FIXTURES / "whole_record.mrec.zip")
+        r = TrajectoryReader(f"{stdlib['url']}/run.mrec.zip")
+        assert r.store.fs.read_timeout == 20.0                     # mrec's own option still applies
+        assert "endpoint_url" not in r.store.fs.storage_options
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-m", "mrec", "info", "--json", f"{stdlib['url']}/whole_record.mrec.zip"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["sections"] == mrec.sections(FIXTURES / "whole_record.mrec.zip")
+
+
+@pytest.mark.parametrize("where", ["argument", "environment"])
+def test_per_protocol_sections_go_to_their_protocol_only(stdlib, s3, monkeypatch, tmp_path, where):
+    opts = {"s3": s3.storage_options, "http": {"headers": {"X-Mrec-Test": "1"}}, "read_timeout": 15,
+            "gcs": {"token": "anon"}}
+    kw = {"storage_options": opts} if where == "argument" else {}
+    if where == "environment":
+        monkeypatch.setenv("MREC_STORAGE_OPTIONS", json.dumps(opts))
+    want = frame_bytes(TrajectoryReader(stdlib["root"] / "run.mrec")[7])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RangesIgnoredWarning)
+        for url in (f"{stdlib['url']}/run.mrec.zip", f"{stdlib['url']}/run.mrec", "s3://records/run.mrec.zip",
+                    "s3://records/run.mrec"):
+            r = TrajectoryReader(url, **kw)
+            assert frame_bytes(r[7]) == want, url
+            fs = r.store.fs
+            assert fs.read_timeout == 15.0
+            assert ("endpoint_url" in fs.storage_options) == url.startswith("s3://")
+            assert ("headers" in fs.storage_options) == url.startswith("http://")
+            assert "gcs" not in fs.storage_options and "s3" not in fs.storage_options
+    src = big_record(tmp_path / "up.mrec", atoms=10, frames=3)
+    url = pack(src, out=f"s3://records/up-{where}.mrec.zip", keep=True, **kw)      # the upload too
+    assert frame_bytes(TrajectoryReader(url, **kw)[2]) == frame_bytes(TrajectoryReader(src)[2])
+
+
+def test_options_for_selects_the_section_of_the_url_scheme():
+    from mrec.fs.remote import options_for
+    opts = {"s3": {"anon": True}, "http": {"headers": {"a": "1"}}, "https": {"headers": {"b": "2"}},
+            "read_timeout": 3}
+    assert options_for("s3://b/x.mrec.zip", opts) == {"anon": True, "read_timeout": 3}
+    assert options_for("s3a://b/x.mrec.zip", opts) == {"anon": True, "read_timeout": 3}
+    assert options_for("http://h/x.mrec.zip", opts) == {"headers": {"a": "1"}, "read_timeout": 3}
+    assert options_for("https://h/x.mrec.zip", opts) == {"headers": {"b": "2"}, "read_timeout": 3}
+    assert options_for("https://h/x", {"http": {"headers": {"a": "1"}}}) == {"headers": {"a": "1"}}
+    assert options_for("gs://b/x", opts) == {"read_timeout": 3}
+    flat = {"key": "k", "endpoint_url": "http://e", "connect_timeout": 2}
+    assert options_for("http://h/x", flat) == flat                      # given for this URL: used as given
+    assert options_for("http://h/x", flat, from_env=True) == {"connect_timeout": 2}   # env: object stores only
+    assert options_for("s3://b/x", flat, from_env=True) == flat
+    assert options_for("s3://b/x", options_for("s3://b/x", opts)) == options_for("s3://b/x", opts)   # idempotent
+
+
+# -- 3. MDAnalysis passes storage_options on ------------------------------------------------------------
+
+def test_mdanalysis_universe_takes_storage_options(stdlib, s3, monkeypatch):
+    mda = pytest.importorskip("MDAnalysis")
+    import pickle
+
+    import mrec.mdanalysis  # noqa: F401
+    monkeypatch.delenv("MREC_STORAGE_OPTIONS", raising=False)
+    local = mda.Universe(str(stdlib["root"] / "run.mrec.zip"))
+    for url in ("s3://records/run.mrec.zip", "s3://records/run.mrec"):
+        u = mda.Universe(url, storage_options=s3.storage_options)             # topology parser and reader
+        assert u.trajectory.n_frames == 30 and u.atoms.n_atoms == 400
+        u.trajectory[17]
+        local.trajectory[17]
+        assert u.atoms.positions.tobytes() == local.atoms.positions.tobytes()
+        again = pickle.loads(pickle.dumps(u.trajectory))                      # reopened with its options
+        again[17]
+        assert again.ts.positions.tobytes() == local.atoms.positions.tobytes()
+        chain = mda.Universe(url, [url, url], storage_options=s3.storage_options)   # a ChainReader's parts
+        assert chain.trajectory.n_frames == 60
+    sectioned = {"s3": s3.storage_options}
+    u = mda.Universe("s3://records/run.mrec.zip", storage_options=sectioned)
+    assert u.trajectory.n_frames == 30

@@ -93,6 +93,48 @@ def refuse_remote_write(url: str, action: str) -> RefusalError:
                         "then upload it or pack it", path=url, kind="remote_read_only")
 
 
+#: mrec's own options (not fsspec's): they apply to every protocol.
+OWN_OPTIONS = ("connect_timeout", "read_timeout", "whole_read_limit")
+#: The sections a URL's scheme takes, the general one first (an ``https://`` URL: "http", then "https").
+_SECTIONS = {"https": ("http", "https"), "s3a": ("s3", "s3a"), "gs": ("gcs", "gs"), "gcs": ("gs", "gcs")}
+
+
+def _protocols() -> set[str]:
+    try:
+        import fsspec
+    except ImportError:
+        return set(_SECTIONS) | {"http", "s3"}
+    return set(fsspec.available_protocols()) | set(_SECTIONS)
+
+
+def options_for(url: str, options: dict | None, *, from_env: bool = False) -> dict:
+    """The storage options for ``url`` out of ``options`` (issue 28: options apply to the protocol they
+    are for).  A key naming a protocol (``"s3"``, ``"http"``, ``"gcs"``, ... any fsspec knows) with an
+    object as its value is that protocol's section: the URL's own section (for ``https://`` the
+    ``"http"`` section, then ``"https"``) is merged over the other keys, which apply to every
+    protocol; other sections are dropped.  Options without any section are used as given, except
+    those from ``MREC_STORAGE_OPTIONS`` (``from_env``): that flat form is for object stores, so an
+    ``http(s)://`` URL takes from it only mrec's own options (:data:`OWN_OPTIONS`).  Idempotent."""
+    options = dict(options or {})
+    names = _protocols()
+    sections = {k: v for k, v in options.items() if k in names and isinstance(v, dict)}
+    out = {k: v for k, v in options.items() if k not in sections}
+    scheme = url.split("://", 1)[0].lower()
+    if not sections and from_env and scheme in ("http", "https"):
+        return {k: v for k, v in out.items() if k in OWN_OPTIONS}
+    for name in _SECTIONS.get(scheme, (scheme,)):
+        out.update(sections.get(name, {}))
+    return out
+
+
+def resolve_options(url: str, storage_options: dict | None) -> dict:
+    """The options a read of ``url`` uses: ``storage_options`` when given, else ``MREC_STORAGE_OPTIONS``,
+    each narrowed to the URL's protocol (:func:`options_for`)."""
+    if storage_options is not None:
+        return options_for(url, storage_options)
+    return options_for(url, storage_options_from_env(), from_env=True)
+
+
 def storage_options_from_env() -> dict:
     """``MREC_STORAGE_OPTIONS`` (a JSON object) for the command line; {} when unset."""
     import json
@@ -183,7 +225,7 @@ class RemoteFileSystem:
     def __init__(self, url: str, storage_options: dict | None = None, *, readahead: int = READAHEAD,
                  cache_bytes: int = CACHE_BYTES):
         self.url = url.rstrip("/")
-        self.storage_options = dict(storage_options or {})
+        self.storage_options = options_for(self.url, storage_options)
         self.readahead = readahead
         self.cache_bytes = cache_bytes
         self._connect()

@@ -57,18 +57,18 @@ def open_store(path, *, fs=None, readonly=True, storage_options=None, keep_open=
     """A store for a ``*.mrec`` directory or a ``*.mrec.zip`` archive, local or at a URL.
 
     A URL (``s3://``, ``http(s)://``, anything fsspec knows; ``storage_options`` go to fsspec, or
-    JSON in ``MREC_STORAGE_OPTIONS``) opens read-only through :mod:`mrec.fs.remote`: a URL ending
-    in ``.zip`` is a packed record, any other an uploaded directory.  ``keep_open``: a local store
+    JSON in ``MREC_STORAGE_OPTIONS``, narrowed to the URL's protocol: ``fs.remote.options_for``)
+    opens read-only through :mod:`mrec.fs.remote`: a URL ending in ``.zip`` is a packed record,
+    any other an uploaded directory.  ``keep_open``: a local store
     read through descriptors kept open until its ``close()`` (a reader's snapshot, KeptFiles).
     """
-    from ..fs.remote import is_url, storage_options_from_env
+    from ..fs.remote import is_url, resolve_options
     from ..zarr.remote import open_remote_store
     if is_url(path):
         if not readonly:
             from ..fs.remote import refuse_remote_write
             raise refuse_remote_write(path, "open for writing")
-        return open_remote_store(path, storage_options if storage_options is not None
-                                 else storage_options_from_env())
+        return open_remote_store(path, resolve_options(path, storage_options))
     p = os.fspath(path)
     if os.path.isdir(p):
         return DirectoryStore(p, fs=fs, readonly=readonly, keep_open=keep_open)

@@ -113,13 +113,17 @@ def _foreign(path: str) -> bool:
     return os.path.lexists(path) and not path.endswith(".zip")
 
 
-def write_mrec(filename, images, precision: float | None = None, profile: str = "reference", compression=None):
+def write_mrec(filename, images, precision: float | None = None, profile: str = "reference", compression="auto"):
     """Write ASE images to a new ``*.mrec`` directory, or ``*.mrec.zip`` (written live, then packed).
 
     An existing record under that name is replaced (as ASE's writers replace their files);
-    anything else there is refused.  ``precision`` -- positions' absolute precision in Å."""
+    anything else there is refused.  ``precision`` -- positions' absolute precision in Å.
+    Right-sized (:mod:`mrec.md.sizing`): exact floats shuffled and zstd-compressed unless
+    ``compression`` says otherwise (``None`` / ``"none"``: uncompressed), the number of images as the
+    size hint."""
     from ase import Atoms
     from .md.convert import _creator, is_mrec_path, write_ase_images
+    from .md.sizing import finish_record, md_compression
     from .pack import NewRecord
     path = os.fspath(filename)
     if not is_mrec_path(path):
@@ -133,9 +137,9 @@ def write_mrec(filename, images, precision: float | None = None, profile: str = 
         images = [images]
     live = target.start()
     try:
-        write_ase_images(live, images, precision=precision, profile=profile, compression=compression,
-                         meta=_creator())
+        write_ase_images(live, images, precision=precision, profile=profile,
+                         compression=md_compression(compression, profile), meta=_creator())
     except BaseException:
         target.abort()
         raise
-    target.finish()
+    finish_record(target, live)

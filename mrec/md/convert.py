@@ -28,6 +28,7 @@ import json
 import os
 import secrets
 import time as _time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,13 +123,17 @@ def valid_slice(sel: slice, shown=None) -> slice:
     return sel
 
 
+#: how a Python caller replaces an existing output (``mrec convert`` says ``--overwrite``)
+OVERWRITE_HINT = "pass overwrite=True"
+
+
 def _refuse_existing(out: str, overwrite: bool) -> None:
     """A link at ``out`` is refused (kind ``bad_target``: nothing it leads to is replaced), an existing
     ``out`` unless ``overwrite``."""
     from ..fs import DEFAULT_FS, refuse_link
     refuse_link(DEFAULT_FS, out, "convert into")
     if os.path.lexists(out) and not overwrite:
-        raise RefusalError(f"{out} already exists (use --overwrite to replace it)", path=out, kind="exists")
+        raise RefusalError(f"{out} already exists ({OVERWRITE_HINT} to replace it)", path=out, kind="exists")
 
 
 def _partial(out: str) -> str:
@@ -143,51 +148,88 @@ def _partial(out: str) -> str:
             continue
 
 
-def convert(src, out, *, top=None, frames=None, precision: float | None = None, profile: str = "reference",
-            compression=None, fmt: str | None = None, overwrite: bool = False, progress=None) -> ConvertResult:
+def convert(src, out, *, top=None, frames=None, select: str | None = None, precision: float | None = None,
+            profile: str = "reference", compression="auto", fmt: str | None = None, overwrite: bool = False,
+            progress=None) -> ConvertResult:
     """Convert ``src`` to ``out``; one of them is an mrec record (``*.mrec`` / ``*.mrec.zip``).
 
-    ``frames`` -- a slice or ``"START:STOP[:STEP]"``; ``precision`` -- positions' absolute
-    precision in Å (into mrec); ``profile`` / ``compression`` -- the trajectory writer's;
-    ``fmt`` -- the source's MDAnalysis format name when its extension does not tell
-    (``LAMMPSDUMP`` ...); ``progress`` -- a :class:`~mrec.md.progress.FrameBar` or None.
+    ``src`` -- a path, or a list of trajectory files read one after the other into one record
+    (MDAnalysis sources; steps continue: :mod:`mrec.md.parts`); ``frames`` -- a slice or
+    ``"START:STOP[:STEP]"``; ``select`` -- an MDAnalysis selection string (only those atoms, with
+    their topology); ``precision`` -- positions' absolute precision in Å (into mrec); ``profile``
+    -- the trajectory writer's; ``compression`` -- ``"auto"`` (mrec chooses: exact floats
+    shuffled and zstd-compressed, :mod:`mrec.md.sizing`), ``None`` / ``"none"``, or the writer's
+    knob; ``fmt`` -- the source's MDAnalysis format name when its extension does not tell
+    (``LAMMPSDUMP`` ...); ``progress`` -- True (a bar on stderr), False / None (none), or a
+    :class:`~mrec.md.progress.FrameBar`.
     """
-    src, out = os.fspath(src), os.fspath(out)
+    from .parts import source_list
+    srcs, out = source_list(src), os.fspath(out)
     from ..fs.remote import is_url, refuse_remote_write
     if is_url(out):
         raise refuse_remote_write(out, "convert into")
-    if not is_url(src) and not os.path.exists(src):
-        raise MrecError("no such file or directory", path=src)
+    for s in srcs:
+        if not is_url(s) and not os.path.exists(s):
+            raise MrecError("no such file or directory", path=s)
     sel = _slice(frames)
     t0 = _time.monotonic()
-    if is_mrec_path(src) and not is_mrec_path(out):
-        res = _export(src, out, sel, overwrite=overwrite, progress=progress)
-    elif is_mrec_path(out):
-        if precision is not None and not (isinstance(precision, (int, float)) and precision > 0):
-            raise MrecError(f"--precision {precision!r} is not a positive number (Å)")
-        _refuse_existing(out, overwrite)
-        # written in a temporary sibling of this run's own, moved or packed into place when complete:
-        # a failed or interrupted conversion leaves no half record and keeps what --overwrite replaces
-        from ..pack import NewRecord
-        target = NewRecord(out, overwrite=overwrite)
-        live = target.start()
-        low = src.lower()
-        for c in (".gz", ".bz2", ".xz"):
-            if low.endswith(c):
-                low = low[: -len(c)]
-        try:
-            if fmt is None and low.endswith(ASE_SUFFIXES):
-                res = _import_ase(src, live, sel, precision, profile, compression, progress)
-            else:
-                res = _import_mda(src, live, top, sel, precision, profile, compression, fmt, progress)
-        except BaseException:
-            target.abort()
-            raise
-        target.finish()
-        res.output = out
-    else:
-        raise MrecError(f"one side of a conversion is an mrec record (*.mrec or *.mrec.zip): {src} -> {out}")
+    with _progress_bar(progress) as bar:
+        if is_mrec_path(srcs[0]) and not is_mrec_path(out):
+            if len(srcs) > 1 or select is not None:
+                raise RefusalError("out of mrec, convert takes one record and no --select", kind="bad_argument")
+            res = _export(srcs[0], out, sel, overwrite=overwrite, progress=bar)
+        elif is_mrec_path(out):
+            res = _into_mrec(srcs, out, top=top, sel=sel, select=select, precision=precision, profile=profile,
+                             compression=compression, fmt=fmt, overwrite=overwrite, progress=bar)
+        else:
+            raise MrecError(f"one side of a conversion is an mrec record (*.mrec or *.mrec.zip): "
+                            f"{' '.join(srcs)} -> {out}")
     res.seconds = _time.monotonic() - t0
+    return res
+
+
+@contextmanager
+def _progress_bar(progress):
+    """``progress`` as a bar or None: True draws one on stderr (closed at the end), False / None none."""
+    if progress is True:
+        from .progress import FrameBar
+        with FrameBar("convert", None, enabled=True) as bar:
+            yield bar
+    else:
+        yield None if progress is False else progress
+
+
+def _into_mrec(srcs: list[str], out: str, *, top, sel, select, precision, profile, compression, fmt, overwrite,
+               progress) -> ConvertResult:
+    from .sizing import finish_record, md_compression
+    if precision is not None and not (isinstance(precision, (int, float)) and precision > 0):
+        raise MrecError(f"--precision {precision!r} is not a positive number (Å)")
+    src = srcs[0]
+    low = src.lower()
+    for c in (".gz", ".bz2", ".xz"):
+        if low.endswith(c):
+            low = low[: -len(c)]
+    ase = fmt is None and low.endswith(ASE_SUFFIXES)
+    if ase and (len(srcs) > 1 or select is not None):
+        raise RefusalError("several inputs and --select are for MDAnalysis sources (an extxyz / ASE .traj "
+                           "is converted alone, whole)", path=src, kind="bad_argument")
+    compression = md_compression(compression, profile)
+    _refuse_existing(out, overwrite)
+    # written in a temporary sibling of this run's own, moved or packed into place when complete:
+    # a failed or interrupted conversion leaves no half record and keeps what --overwrite replaces
+    from ..pack import NewRecord
+    target = NewRecord(out, overwrite=overwrite)
+    live = target.start()
+    try:
+        if ase:
+            res = _import_ase(src, live, sel, precision, profile, compression, progress)
+        else:
+            res = _import_mda(srcs, live, top, sel, precision, profile, compression, fmt, progress, select=select)
+    except BaseException:
+        target.abort()
+        raise
+    finish_record(target, live)
+    res.output = out
     return res
 
 
@@ -231,9 +273,10 @@ def _topology_system(u, skipped: list, relations: bool = True) -> tuple[dict, li
             group = getattr(atoms, attr)
         except (AttributeError, Exception):   # noqa: BLE001 - MDAnalysis raises NoDataError when absent
             continue
-        if len(group) == 0:
+        from .parts import local_relations
+        idx = local_relations(atoms, group.indices) if len(group) else ()
+        if len(idx) == 0:
             continue
-        idx = np.asarray(group.indices, dtype=np.uint64)
         blocks[name] = {f"atom{e}": idx[:, k] for k, e in enumerate(ends)}
         counts[name] = len(idx)
     if not blocks:
@@ -312,46 +355,55 @@ def _mda_universe(src: str, top, fmt):
     return u
 
 
-def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progress) -> ConvertResult:
+def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progress, select=None) -> ConvertResult:
     from ..record.record import write_record
     from ..record.trajectory_write import TrajectoryWriter
+    from .parts import chained_frames, select_atoms, source_list
+    from .sizing import frames_hint
     import warnings
+    parts = source_list(src)
+    src = parts[0]
     u = _mda_universe(src, top, fmt)
     traj = u.trajectory
-    res = ConvertResult(src, live, reader=f"MDAnalysis {type(traj).__name__}")
+    res = ConvertResult(" + ".join(parts), live, reader=f"MDAnalysis {type(traj).__name__}")
     if precision is None:
         with reading(src, "MDAnalysis cannot read it"):
             precision = _xtc_resolution(traj)
     res.precision = precision
-    system, topo_cols = _topology_system(u, res.skipped)
+    ag = select_atoms(u, select, src)
+    system, topo_cols = _topology_system(u if select is None else ag, res.skipped)
     system["meta"] = {"units": MDA_UNITS}
     ts0 = traj.ts
     vel, frc = bool(ts0.has_velocities), bool(ts0.has_forces)
     energies = _energy_keys(ts0.data)
-    schema = _schema_atoms(u.atoms.n_atoms, precision, vel, frc)
+    schema = _schema_atoms(len(ag), precision, vel, frc)
     for k in energies:
         schema.declare_meta(k, "f64")
     res.fields = ["x y z"] + (["vx vy vz"] if vel else []) + (["fx fy fz"] if frc else []) + \
         ["box", "step", "time"] + energies + [f"system/atoms/{c}" for c in topo_cols] + \
         [f"system/{b}" for b in system["blocks"] if b != "atoms"]
-    meta = {**_creator(), "converted_from": {"path": os.path.basename(src), "format": type(traj).format
-                                      if isinstance(type(traj).format, str) else str(type(traj).format),
-                                      "topology": os.path.basename(top) if top else None}}
-    write_record(live, meta=meta, system=system)
-    idx = range(*sel.indices(traj.n_frames))
+    names = [os.path.basename(p) for p in parts]
+    meta = {**_creator(), "converted_from": {"path": names[0] if len(names) == 1 else names,
+                                             "format": type(traj).format if isinstance(type(traj).format, str)
+                                             else str(type(traj).format),
+                                             "topology": os.path.basename(top) if top else None,
+                                             **({"select": select} if select is not None else {})}}
+    write_record(live, meta=meta, system=system, compression=compression)
+    frames = chained_frames(u, parts, sel, fmt)
+    total = next(frames)
     if progress is not None:
-        progress.total = len(idx)
-    last_step = None
+        progress.total = total
     n = 0
-    with TrajectoryWriter.create(live, schema, compression=compression, profile=profile) as w:
+    with TrajectoryWriter.create(live, schema, compression=compression, profile=profile,
+                                 expected_frames=frames_hint(total)) as w:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for ts in library_frames(traj[sel], src, "MDAnalysis"):
-                cols = _xyz_cols("", ts.positions)
+            for ts, step, time in frames:
+                cols = _xyz_cols("", ag.positions)
                 if vel:
-                    cols.update(_xyz_cols("v", ts.velocities))
+                    cols.update(_xyz_cols("v", ag.velocities))
                 if frc:
-                    cols.update(_xyz_cols("f", ts.forces))
+                    cols.update(_xyz_cols("f", ag.forces))
                 frame: dict = {"blocks": {"atoms": cols}}
                 box = _box_of_dimensions(ts.dimensions)
                 if box is not None:
@@ -359,18 +411,12 @@ def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progr
                 if energies:
                     frame["meta"] = {k: (_scalar(ts.data.get(k)) if _scalar(ts.data.get(k)) is not None else np.nan)
                                      for k in energies}
-                step = ts.data.get("step")
-                step = int(step) if step is not None else int(ts.frame)
-                if last_step is not None and step <= last_step:
-                    raise MrecError(f"frame {ts.frame}: step {step} does not increase (the previous frame's is "
-                                    f"{last_step}); steps of an mrec trajectory strictly increase", path=src)
-                last_step = step
-                w.append(frame, step=step, time=float(ts.time))
+                w.append(frame, step=step, time=time)
                 n += 1
                 if progress is not None:
                     progress.update(n)
     res.frames = n
-    res.atoms = int(u.atoms.n_atoms)
+    res.atoms = len(ag)
     return res
 
 
@@ -384,7 +430,10 @@ def _import_ase(src, live, sel, precision, profile, compression, progress) -> Co
     ase_io = require("ase.io")
     res = ConvertResult(src, live, reader="ASE", precision=precision)
     if not src.lower().endswith(".traj"):             # ASE reads (ext)xyz: bound its loops first
-        check_xyz_headers(src, sel.stop + 1 if sel.stop is not None and sel.stop >= 0 else None)
+        walked = check_xyz_headers(src, sel.stop + 1 if sel.stop is not None and sel.stop >= 0 else None)
+    else:
+        walked = _traj_length(src)
+    expected = len(range(*sel.indices(walked))) if walked is not None else None
     it = library_frames(ase_io.iread(src, index=sel), src, "ASE")
     try:
         first = next(it)
@@ -397,24 +446,40 @@ def _import_ase(src, live, sel, precision, profile, compression, progress) -> Co
 
     meta = {**_creator(), "converted_from": {"path": os.path.basename(src), "format": "ASE"}}
     counts, res.fields = write_ase_images(live, images(), precision=precision, profile=profile,
-                                          compression=compression, progress=progress, meta=meta, label=src)
+                                          compression=compression, progress=progress, meta=meta, label=src,
+                                          expected_frames=expected)
     res.frames = len(counts)
     res.atoms = counts[0] if len(set(counts)) == 1 else sorted(set(counts))
     return res
 
 
+def _traj_length(src: str) -> int | None:
+    """The number of images of an ASE ``.traj`` file (None when ASE cannot tell)."""
+    from ase.io.trajectory import Trajectory
+    try:
+        with Trajectory(src) as t:
+            return len(t)
+    except Exception:   # noqa: BLE001 - a damaged file is refused by the read that follows
+        return None
+
+
 def write_ase_images(live: str, images, *, precision=None, profile="reference", compression=None, progress=None,
-                     meta: dict | None = None, label: str | None = None) -> tuple[list[int], list[str]]:
+                     meta: dict | None = None, label: str | None = None,
+                     expected_frames: int | None = None) -> tuple[list[int], list[str]]:
     """Stream ASE ``Atoms`` into a new trajectory at ``live`` (a ``*.mrec`` directory).
 
     The first image fixes the per-atom fields, info keys and results every image must have (what
     each becomes: :mod:`mrec.md.ase_map`); the atom count may change.  Steps are ``info["step"]``
-    when the images have it, else the image ordinals.  Returns (atom counts, fields written)."""
+    when the images have it, else the image ordinals.  ``expected_frames`` -- the writer's size hint
+    (default: ``len(images)`` when it has one).  Returns (atom counts, fields written)."""
     ase_units = require("ase.units")
     from ..record.schema import SequenceSchema
     from ..record.trajectory_write import TrajectoryWriter
     from .ase_map import MODULE, check_like, declare, image_frame, module_doc
+    from .sizing import frames_hint
     label = label or live
+    if expected_frames is None and hasattr(images, "__len__"):
+        expected_frames = frames_hint(len(images))
     it = iter(images)
     try:
         first = next(it)
@@ -428,7 +493,8 @@ def write_ase_images(live: str, images, *, precision=None, profile="reference", 
     meta["modules"] = {**meta.get("modules", {}), MODULE: module_doc(img0)}
     counts: list[int] = []
     last_step: list[int] = []
-    with TrajectoryWriter.create(live, s, compression=compression, profile=profile, meta=meta) as w:
+    with TrajectoryWriter.create(live, s, compression=compression, profile=profile, meta=meta,
+                                 expected_frames=expected_frames) as w:
         def put(img, k):
             step = k if img.step is None else img.step
             if last_step and step <= last_step[0]:

@@ -141,13 +141,14 @@ def _check_room(n: int, line: int, left: int, path: str) -> None:
                             f"(an atom line takes at least {MIN_ATOM_LINE})")
 
 
-def check_xyz_headers(path: str, frames_needed: int | None = None) -> None:
+def check_xyz_headers(path: str, frames_needed: int | None = None) -> int:
     """Walk the frame headers of an (ext)xyz file the way ASE's reader indexes it (count line,
     comment line, that many atom lines, then any ``VEC`` lines; a blank line where a count is due
     ends the file), over the first ``frames_needed`` frames (all when None).  A header that is no
     count, or a count the rest of the file cannot hold (by its byte size when it is not
     compressed, before reading on; by its lines in any case), is a ``bad_input`` refusal naming
-    the line.  One pass over the text, holding at most one batch of lines."""
+    the line.  One pass over the text, holding at most one batch of lines.  Returns the number of
+    frames walked (the file's, when they are fewer than ``frames_needed``)."""
     size = None if path.lower().endswith(_COMPRESSED) else os.path.getsize(path)
     with _open_text(path) as fh:
         line, frame, read, head = 0, 0, 0, fh.readline()
@@ -155,7 +156,7 @@ def check_xyz_headers(path: str, frames_needed: int | None = None) -> None:
             line += 1
             read += len(head)              # characters read: at most the bytes they came from
             if not head.strip():
-                return
+                return frame
             n = _atom_count(head, line, path)
             if size is not None:
                 _check_room(n, line, size - read, path)
@@ -167,3 +168,4 @@ def check_xyz_headers(path: str, frames_needed: int | None = None) -> None:
             while head.lstrip().startswith("VEC"):
                 line, read, head = line + 1, read + len(head), fh.readline()
             frame += 1
+    return frame

@@ -108,20 +108,25 @@ def fixed_extent(n: int, rb: int) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Compression:
-    """The writer knob: None | gzip[:level] | zstd[:level]."""
+    """The writer knob: None | gzip[:level] | zstd[:level], optionally ``shuffle+`` before the
+    compressor (``shuffle+zstd[:level]``): the byte shuffle of the must-decode set then also goes
+    before the compressor of float columns without a precision (mrec's choice for exact MD columns:
+    the zero low bytes of widened float32 and the slowly changing exponent bytes line up)."""
 
     name: str | None = None
     level: int | None = None
+    shuffle: bool = False
 
     @classmethod
     def parse(cls, value) -> "Compression":
         if value is None or isinstance(value, Compression):
             return value or cls()
         if not isinstance(value, str):
-            raise RefusalError(f"compression {value!r} is not None, 'gzip[:N]' or 'zstd[:N]'", kind="bad_compression")
-        name, _, level = value.partition(":")
-        if name not in ("gzip", "zstd", "none"):
-            raise RefusalError(f"compression {value!r} is not None, 'gzip[:N]' or 'zstd[:N]'", kind="bad_compression")
+            raise _bad_compression(value)
+        shuffle = value.startswith(SHUFFLE_PREFIX)
+        name, _, level = value[len(SHUFFLE_PREFIX) if shuffle else 0:].partition(":")
+        if name not in ("gzip", "zstd", "none") or (shuffle and name == "none"):
+            raise _bad_compression(value)
         if name == "none":
             return cls()
         if level:
@@ -135,7 +140,7 @@ class Compression:
             raise RefusalError(f"gzip level {lv} is not 0..9", kind="bad_compression")
         if name == "zstd" and not -7 <= lv <= 22:
             raise RefusalError(f"zstd level {lv} is not -7..22", kind="bad_compression")
-        return cls(name, lv)
+        return cls(name, lv, shuffle)
 
     def codec(self):
         if self.name == "gzip":
@@ -145,7 +150,15 @@ class Compression:
         return None
 
     def __str__(self):
-        return "none" if self.name is None else f"{self.name}:{self.level}"
+        return "none" if self.name is None else f"{SHUFFLE_PREFIX if self.shuffle else ''}{self.name}:{self.level}"
+
+
+SHUFFLE_PREFIX = "shuffle+"
+
+
+def _bad_compression(value) -> RefusalError:
+    return RefusalError(f"compression {value!r} is not None, '[shuffle+]gzip[:N]' or '[shuffle+]zstd[:N]'",
+                        kind="bad_compression")
 
 
 def bytes_to_bytes(dtype: str, *, precision: bool, dense: bool, compression: Compression) -> list:
@@ -156,6 +169,8 @@ def bytes_to_bytes(dtype: str, *, precision: bool, dense: bool, compression: Com
         if precision:
             return [ShuffleCodec(8), compression.codec() or ZstdCodec(3, False)]
         c = compression.codec()
+        if c is not None and compression.shuffle and dtype == "f64":
+            return [ShuffleCodec(8), c]
         return [c] if c is not None else []
     return [GzipCodec(1)]
 

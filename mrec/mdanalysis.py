@@ -291,22 +291,30 @@ class MRECWriter(WriterBase):
     """Writes frames of an AtomGroup / Universe to a new ``*.mrec`` (or ``*.mrec.zip``, packed on close).
 
     ``precision`` -- positions' absolute precision in Å (default: exact).  The topology of the
-    written atoms goes to ``system/`` (with bonds / angles / dihedrals when the whole Universe is
-    written); velocities and forces when the timestep has them; steps from ``ts.data["step"]``
-    when they increase (else the frame count), times from ``ts.time`` (ps).
+    written atoms goes to ``system/`` (with the bonds / angles / dihedrals lying inside them);
+    velocities and forces when the timestep has them; steps from ``ts.data["step"]`` when they
+    increase (else the frame count), times from ``ts.time`` (ps).  Right-sized by default
+    (:mod:`mrec.md.sizing`): ``compression="auto"`` stores exact floats byte-shuffled and
+    zstd-compressed (``None`` / ``"none"``: uncompressed), and ``expected_frames`` (default: the
+    frame count of the first written Universe's trajectory) sizes chunks and indexes.
+
+    Found by name: ``mda.Writer("out.mrec", n)`` (format ``MREC``) and ``mda.Writer("out.mrec.zip",
+    n)`` (MDAnalysis takes the last extension, ``ZIP``, as the format key: this writer claims it).
     """
 
-    format = "MREC"
+    format = ["MREC", "ZIP"]
     multiframe = True
     units = {"time": "ps", "length": "Angstrom", "velocity": "Angstrom/ps", "force": "kJ/(mol*Angstrom)"}
 
     def __init__(self, filename, n_atoms, precision: float | None = None, profile: str = "reference",
-                 compression=None, overwrite: bool = False, **kwargs):
+                 compression="auto", overwrite: bool = False, expected_frames: int | None = None, **kwargs):
         self.filename = os.fspath(filename)
         if not is_mrec_path(self.filename):
             raise MrecError("an mrec Writer writes <stem>.mrec or <stem>.mrec.zip", path=self.filename)
         self.n_atoms = n_atoms
-        self.precision, self.profile, self.compression = precision, profile, compression
+        from .md.sizing import md_compression
+        self.precision, self.profile = precision, profile
+        self.compression, self.expected_frames = md_compression(compression, profile), expected_frames
         from .md.convert import _refuse_existing
         from .pack import NewRecord
         _refuse_existing(self.filename, overwrite)
@@ -322,17 +330,19 @@ class MRECWriter(WriterBase):
         from .md.convert import MDA_UNITS, _schema_atoms, _topology_system, _creator
         from .record.record import write_record
         from .record.trajectory_write import TrajectoryWriter
-        u = ag.universe
-        whole = len(ag) == len(u.atoms)
+        from .md.sizing import frames_hint
         skipped: list = []
-        system, _ = _topology_system(u if whole else ag, skipped, relations=whole)
+        system, _ = _topology_system(ag, skipped)
         system["meta"] = {"units": MDA_UNITS}
         self._live = self._target.start()
         try:
-            write_record(self._live, meta=_creator(), system=system)
+            write_record(self._live, meta=_creator(), system=system, compression=self.compression)
             self._vel, self._frc = bool(ts.has_velocities), bool(ts.has_forces)
             schema = _schema_atoms(len(ag), self.precision, self._vel, self._frc)
-            self._w = TrajectoryWriter.create(self._live, schema, profile=self.profile, compression=self.compression)
+            hint = self.expected_frames if self.expected_frames is not None else \
+                frames_hint(getattr(ag.universe.trajectory, "n_frames", None))
+            self._w = TrajectoryWriter.create(self._live, schema, profile=self.profile, compression=self.compression,
+                                              expected_frames=hint)
         except BaseException:
             self._target.abort()
             raise
@@ -367,5 +377,6 @@ class MRECWriter(WriterBase):
         if w is not None:
             w.close()
             self._w = None
-            self._target.finish()
+            from .md.sizing import finish_record
+            finish_record(self._target, self._live)
 

@@ -24,6 +24,7 @@ from . import shardscan
 from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
 from .parallel import batch_threads, concurrent, decode_all, decode_parts, encode_all
+from .padded import STREAM_FROM, padded_pieces
 from .pipeline import batch_encoder
 
 
@@ -1573,18 +1574,44 @@ class ShardedAppender:
             store.fsync(key)
         if reland:
             where = store.describe(key)
-            blob = sh.codecs.encode(self._padded(self.tail), ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value,
-                                                    f"{where} inner chunk {[ncoord - 1]}"))
             coord = (ncoord - 1,) + (0,) * (m.ndim - 1)
-            store.write_at(key, keep, blob)
-            index.offsets[coord], index.nbytes[coord] = keep, len(blob)
-            keep += len(blob)
+            tail = self._streamed_tail(self.tail) if self._large_chunks else None
+            if tail is None:
+                tail = (sh.codecs.encode(self._padded(self.tail), ChunkSpec(sh.chunk_shape, m.data_type, m.fill_value,
+                                                                           f"{where} inner chunk {[ncoord - 1]}")),)
+            index.offsets[coord], index.nbytes[coord] = keep, self._write_pieces(key, keep, tail)
+            keep += int(index.nbytes[coord])
             raw_index = sh.encode_index(index, where)
             store.write_at(key, 0, raw_index)
             store.fsync(key)
-            self.bytes_written += len(blob) + len(raw_index)
+            self.bytes_written += len(raw_index)
             self.array._index_cache[key] = index.copy()
         return index, keep
+
+    @property
+    def _large_chunks(self) -> bool:
+        """Inner chunks of more than :data:`~mrec.zarr.padded.STREAM_FROM` bytes spanning the trailing
+        axes (a block declared with far more rows than its frames have): a partial one is padded in
+        pieces (:meth:`_streamed_tail`)."""
+        m, sh = self.array.meta, self.sharding
+        return math.prod(sh.chunk_shape) * m.data_type.numpy.itemsize > STREAM_FROM \
+            and tuple(sh.chunk_shape[1:]) == tuple(m.shape[1:])
+
+    def _streamed_tail(self, rows: np.ndarray):
+        """The encoding of the partial inner chunk ``rows`` padded to a whole one, as pieces; None
+        when its pipeline cannot be streamed (the chunk is padded and encoded whole, as before)."""
+        m, sh = self.array.meta, self.sharding
+        return padded_pieces(sh.codecs, rows, sh.chunk_shape, m.data_type, m.fill_value)
+
+    def _write_pieces(self, key: str, pos: int, pieces) -> int:
+        """Write ``pieces`` one after the other from byte ``pos`` of ``key``; returns how many bytes."""
+        store, n = self.array.store, 0
+        for p in pieces:
+            if p:
+                store.write_at(key, pos + n, p)
+                n += len(p)
+        self.bytes_written += n
+        return n
 
     def _padded(self, rows: np.ndarray) -> np.ndarray:
         """The rows of a partial inner chunk padded with the fill value to a whole one."""
@@ -1621,22 +1648,26 @@ class ShardedAppender:
             where = self.array.store.describe(key)
             f0 = first_inner // ir
             full_end = (min(end_row, s_lo + self.shard_rows) - s_lo) // ir      # chunks wholly below end_row
+            # a large padded partial chunk is encoded and written in pieces after the others
+            tail = self._streamed_tail(data.get(s_lo + full_end * ir - base, end_row - base)) \
+                if whole_rows and full_end < last_inner and self._large_chunks else None
+            stop_inner = last_inner - (tail is not None)
             batch = self._batch_encoder(where) if whole_rows and not self._futures \
-                and last_inner - f0 >= self.BATCH_MIN else None
+                and stop_inner - f0 >= self.BATCH_MIN else None
             if batch is not None:
                 # few, long GIL-free calls for the whole shard's chunks (pipeline.batch_encoder), read
                 # from the buffered pieces as they are (a chunk spanning two pieces is joined alone)
                 runs = [r.reshape(len(r) // ir, ir, *m.shape[1:])
                         for r in data.runs(s_lo + f0 * ir - base, s_lo + full_end * ir - base, ir)]
-                if full_end < last_inner:
+                if full_end < stop_inner:
                     r0 = s_lo + full_end * ir
                     runs.append(self._padded(data.get(r0 - base, end_row - base))[None])
-                coords = [(i0,) + (0,) * (m.ndim - 1) for i0 in range(f0, last_inner)]
+                coords = [(i0,) + (0,) * (m.ndim - 1) for i0 in range(f0, stop_inner)]
                 items = [(c, None) for c in coords]
-                sizes, pieces = batch(runs, batch_threads((last_inner - f0) * ir * math.prod(m.shape[1:])
+                sizes, pieces = batch(runs, batch_threads((stop_inner - f0) * ir * math.prod(m.shape[1:])
                                                           * m.data_type.numpy.itemsize))
                 blobs = None
-            for i0 in range(f0, last_inner) if batch is None else ():
+            for i0 in range(f0, stop_inner) if batch is None else ():
                 r0 = s_lo + i0 * ir
                 rows = data.get(r0 - base, min(r0 + ir, end_row) - base)
                 if len(rows) < ir:
@@ -1696,7 +1727,12 @@ class ShardedAppender:
                 index.nbytes[stale_from:] = EMPTY
             payload = b"".join(pieces)
             store = self.array.store
-            store.write_at(key, start_pos, payload)
+            if payload or tail is None:
+                store.write_at(key, start_pos, payload)
+            if tail is not None:
+                coord = (stop_inner,) + (0,) * (m.ndim - 1)
+                index.offsets[coord], index.nbytes[coord] = pos, self._write_pieces(key, pos, tail)
+                pos += int(index.nbytes[coord])
             raw_index = sh.encode_index(index, store.describe(key))
             store.write_at(key, 0, raw_index)
             self.bytes_written += len(payload) + len(raw_index)

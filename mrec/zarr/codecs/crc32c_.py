@@ -28,6 +28,14 @@ class Crc32cCodec(BytesBytesCodec):
     def encode(self, data):
         return bytes(data) + struct.pack("<I", crc32c(data))
 
+    def encode_pieces(self, pieces):
+        """:meth:`encode` of the concatenated ``pieces``, as pieces (the checksum runs along)."""
+        crc = 0
+        for p in pieces:
+            crc = _crc.crc32c(p, crc)
+            yield p
+        yield struct.pack("<I", crc)
+
     def decode(self, data, spec):
         if len(data) < 4:
             raise CorruptionError(f"{len(data)} bytes cannot hold a crc32c checksum", path=spec.where)

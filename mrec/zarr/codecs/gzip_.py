@@ -24,13 +24,30 @@ class GzipCodec(BytesBytesCodec):
     def to_json(self):
         return {"name": "gzip", "configuration": {"level": self.level}}
 
-    def encode(self, data):
+    def _header(self) -> bytes:
         xfl = 2 if self.level == 9 else (4 if self.level == 1 else 0)
-        header = b"\x1f\x8b\x08\x00" + struct.pack("<I", 0) + bytes([xfl, 255])
-        comp = zlib.compressobj(self.level, zlib.DEFLATED, -zlib.MAX_WBITS, zlib.DEF_MEM_LEVEL, 0)
+        return b"\x1f\x8b\x08\x00" + struct.pack("<I", 0) + bytes([xfl, 255])
+
+    def _compressobj(self):
+        return zlib.compressobj(self.level, zlib.DEFLATED, -zlib.MAX_WBITS, zlib.DEF_MEM_LEVEL, 0)
+
+    def encode(self, data):
+        comp = self._compressobj()
         body = comp.compress(data) + comp.flush()
         trailer = struct.pack("<II", zlib.crc32(data) & 0xFFFFFFFF, len(data) & 0xFFFFFFFF)
-        return header + body + trailer
+        return self._header() + body + trailer
+
+    def encode_pieces(self, pieces):
+        """:meth:`encode` of the concatenated ``pieces``, as pieces (the same bytes, never all held)."""
+        yield self._header()
+        comp = self._compressobj()
+        crc = n = 0
+        for p in pieces:
+            crc, n = zlib.crc32(p, crc), n + len(p)
+            out = comp.compress(p)
+            if out:
+                yield out
+        yield comp.flush() + struct.pack("<II", crc & 0xFFFFFFFF, n & 0xFFFFFFFF)
 
     def decode(self, data, spec):
         limit = spec.decode_limit()

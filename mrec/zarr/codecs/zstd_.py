@@ -55,6 +55,17 @@ class ZstdCodec(BytesBytesCodec):
     def encode(self, data):
         return self._compressor().compress(data)
 
+    def encode_pieces(self, pieces, size: int):
+        """One frame of the concatenated ``pieces`` (``size`` bytes, stated in the frame as
+        :meth:`encode` states it), as pieces: it decodes to what :meth:`encode` gives, never all held."""
+        cobj = zstandard.ZstdCompressor(level=self.level, write_checksum=self.checksum,
+                                        write_content_size=True).compressobj(size=size)
+        for p in pieces:
+            out = cobj.compress(p)
+            if out:
+                yield out
+        yield cobj.flush()
+
     def decode(self, data, spec):
         if not len(data):
             raise CorruptionError("zstd chunk is empty (no frame)", path=spec.where)

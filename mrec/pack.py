@@ -35,6 +35,7 @@ from typing import Callable
 
 from .errors import CorruptionError, RefusalError, StoreError, ZipFormatError, path_refusal
 from .fs import DEFAULT_FS, FileSystem, refuse_link, remove_tree
+from .fs.remote import is_url, refuses_urls
 from .fs.posix import TEMP_MARK
 from .zarr.zipstore import ZipStore, parent_keys
 from .zarr.zipwrite import ZipWriter
@@ -212,6 +213,7 @@ def _plan(fs: FileSystem, root: str, out, overwrite: bool) -> PackPlan:
     return PackPlan(root, target, entries, skipped)
 
 
+@refuses_urls(path="pack from", out="pack into")
 def plan_pack(path: str | os.PathLike, *, fs: FileSystem | None = None, out: str | os.PathLike | None = None,
               overwrite: bool = False) -> PackPlan:
     """Check every refusal of :func:`pack` and return the plan; modifies nothing.
@@ -219,10 +221,6 @@ def plan_pack(path: str | os.PathLike, *, fs: FileSystem | None = None, out: str
     The record's writer lock is taken while checking (and let go), so a live writer is
     refused whatever its lock file says.
     """
-    from .fs.remote import is_url, refuse_remote_write
-    for p, what in ((path, "pack from"), (out, "pack into")):
-        if is_url(p):
-            raise refuse_remote_write(p, what)
     fs = fs if fs is not None else DEFAULT_FS
     root = os.fspath(path).rstrip("/") or os.fspath(path)
     _check_record_dir(fs, root)
@@ -252,6 +250,7 @@ def _verify_archive(fs: FileSystem, plan: PackPlan, tmp: str) -> None:
                               path=plan.root)
 
 
+@refuses_urls(path="pack from")
 def pack(path: str | os.PathLike, *, keep: bool = False, fs: FileSystem | None = None,
          out: str | os.PathLike | None = None, overwrite: bool = False,
          progress: Progress | None = None, zip64_threshold: int = 0xFFFFFFFF,
@@ -268,9 +267,6 @@ def pack(path: str | os.PathLike, *, keep: bool = False, fs: FileSystem | None =
     copied.
     """
     fs = fs if fs is not None else DEFAULT_FS
-    from .fs.remote import is_url, refuse_remote_write
-    if is_url(path):
-        raise refuse_remote_write(path, "pack from")
     root = os.fspath(path).rstrip("/") or os.fspath(path)
     if not keep:                         # the source tree is removed afterwards: never through a link
         refuse_link(fs, root, "pack and then remove")
@@ -352,6 +348,7 @@ class NewRecord:
     ``bad_target``), an existing one only with ``overwrite`` and once the new record is complete;
     what a killed run left is removed by the next one into ``out``, and nothing else."""
 
+    @refuses_urls(out="write a record to")
     def __init__(self, out, *, overwrite: bool, fs: FileSystem | None = None, what: str = "the target"):
         self.fs = fs if fs is not None else DEFAULT_FS
         self.out, self.overwrite, self.what = os.fspath(out), overwrite, what
@@ -441,6 +438,7 @@ def _dirs_deepest_first(keys: list[str]) -> list[str]:
     return sorted(dirs, key=lambda d: (-(d.count("/") + 1 if d else 0), d))
 
 
+@refuses_urls(out="unpack into", zip_path="unpack in place at")
 def unpack(zip_path: str | os.PathLike, *, out: str | os.PathLike | None = None, keep: bool = True,
            fs: FileSystem | None = None, progress: Progress | None = None) -> pathlib.Path:
     """Rebuild ``<stem>.mrec/`` from ``<stem>.mrec.zip`` (or into ``out``).
@@ -455,10 +453,6 @@ def unpack(zip_path: str | os.PathLike, *, out: str | os.PathLike | None = None,
     a half-unpacked directory under the final name.  ``keep=False`` removes
     the archive afterwards.
     """
-    from .fs.remote import is_url, refuse_remote_write
-    for p, what in ((out, "unpack into"), (zip_path, "unpack in place at")):
-        if is_url(p):
-            raise refuse_remote_write(p, what)
     fs = fs if fs is not None else DEFAULT_FS
     archive = os.fspath(zip_path)
     target = _unpack_target(archive, out)

@@ -28,6 +28,7 @@ import sys
 from .errors import MrecError, StoreError
 from .record.leftovers import link_refusal, prepare_for_writing, scan
 from .fs import DEFAULT_FS, refuse_link
+from .fs.remote import refuses_urls
 from .record.lock import lock_store
 from .record.replace import interrupted, names, recover, recover_within
 from .record.repair import RepairReport, ShardRepair, repair_store
@@ -36,11 +37,9 @@ from .zarr.store import DirectoryStore
 __all__ = ["repair", "RepairReport", "ShardRepair", "add_repair_command", "main"]
 
 
+@refuses_urls(path="repair")
 def repair(path, *, dry_run: bool = False, fs=None) -> RepairReport:
     """Check and repair the shard indexes of the trajectory in the ``*.mrec`` directory ``path``."""
-    from .fs.remote import is_url, refuse_remote_write
-    if is_url(path):
-        raise refuse_remote_write(path, "repair")
     p = os.fspath(path)
     refuse_link(fs or DEFAULT_FS, p, "repair")     # its truncates and removals would follow it (bad_target)
     recovered: list[str] = []

@@ -232,3 +232,83 @@ def test_mdanalysis_universe_takes_storage_options(stdlib, s3, monkeypatch):
     sectioned = {"s3": s3.storage_options}
     u = mda.Universe("s3://records/run.mrec.zip", storage_options=sectioned)
     assert u.trajectory.n_frames == 30
+
+
+# -- 4. every write entry point refuses a URL, whatever else it is given -----------------------------------
+
+def _writers(url: str, opts: dict) -> dict:
+    """Each write entry point called on a URL as a user would, with the reader's storage_options."""
+    from mrec import TrajectoryWriter, unpack, write_frame, write_record, write_section
+    from mrec.repack import repack
+    from mrec.repair import repair
+    src = FIXTURES / "whole_record.mrec"
+    frame = TrajectoryReader(src)[0]
+    schema = TrajectoryReader(src).schema
+    return {
+        "TrajectoryWriter.create": lambda: TrajectoryWriter.create(url, schema, storage_options=opts),
+        "TrajectoryWriter.create (no options)": lambda: TrajectoryWriter.create(url, schema),
+        "TrajectoryWriter.open": lambda: TrajectoryWriter.open(url, storage_options=opts),
+        "TrajectoryWriter.open (path=, truncate)": lambda: TrajectoryWriter.open(path=url, truncate_after_step=3,
+                                                                                 storage_options=opts),
+        "write_record": lambda: write_record(url, meta={}, frame=frame, storage_options=opts),
+        "write_frame": lambda: write_frame(url, frame, storage_options=opts),
+        "write_section": lambda: write_section(url, "status", {"state": "done"}, storage_options=opts),
+        "pack from": lambda: pack(url, storage_options=opts),
+        "unpack in place": lambda: unpack(url + ".zip", storage_options=opts),
+        "unpack into": lambda: unpack(FIXTURES / "whole_record.mrec.zip", out=url, storage_options=opts),
+        "repair": lambda: repair(url, storage_options=opts),
+        "repack into": lambda: repack(src, url + ".zip", storage_options=opts),
+    }
+
+
+def _md_writers(url: str) -> dict:
+    out = {}
+    try:
+        import MDAnalysis as mda
+
+        import mrec.mdanalysis  # noqa: F401
+        out["mda.Writer"] = lambda: mda.Writer(url, n_atoms=3)
+        out["mda.Writer .zip"] = lambda: mda.Writer(url + ".zip", n_atoms=3, format="MREC")
+        out["MRECWriter"] = lambda: mrec.mdanalysis.MRECWriter(url, 3)
+    except ImportError:
+        pass
+    try:
+        import ase
+        import ase.io
+
+        import mrec.ase_io  # noqa: F401
+        from mrec.ase_md import MrecMDWriter
+        h2 = ase.Atoms("H2", positions=[[0, 0, 0], [0, 0, 0.74]])
+        out["ase.io.write"] = lambda: ase.io.write(url, h2, format="mrec")
+        out["MrecMDWriter"] = lambda: MrecMDWriter(url, h2)
+    except ImportError:
+        pass
+    try:
+        from mrec.openmm import MrecReporter
+        out["MrecReporter"] = lambda: MrecReporter(url, 10)
+        out["MrecReporter (append)"] = lambda: MrecReporter(url, 10, append=True)
+    except (ImportError, mrec.MrecError):
+        pass
+    from mrec.md.convert import convert
+    out["convert into"] = lambda: convert(str(FIXTURES / "whole_record.mrec"), url + ".zip")
+    return out
+
+
+@pytest.mark.parametrize("url", ["s3://records/new.mrec", "http://127.0.0.1:9/new.mrec"])
+def test_every_write_entry_point_refuses_a_url_whatever_else_it_is_given(tmp_path, monkeypatch, url):
+    monkeypatch.chdir(tmp_path)
+    opts = {"endpoint_url": "http://127.0.0.1:9", "key": "k", "secret": "s"}
+    attempts = {**_writers(url, opts), **_md_writers(url)}
+    assert len(attempts) >= 20, sorted(attempts)
+    failed = {}
+    for name, attempt in attempts.items():
+        try:
+            attempt()
+            failed[name] = "no error"
+        except mrec.RefusalError as exc:
+            if exc.kind != "remote_read_only" or "never appended to" not in str(exc):
+                failed[name] = f"{exc.kind}: {exc}"
+        except Exception as exc:      # noqa: BLE001
+            failed[name] = f"{type(exc).__name__}: {exc}"
+    assert not failed, failed
+    assert list(tmp_path.iterdir()) == []                   # nothing written locally under a URL-like name

@@ -135,6 +135,29 @@ def resolve_options(url: str, storage_options: dict | None) -> dict:
     return options_for(url, storage_options_from_env(), from_env=True)
 
 
+def refuses_urls(**actions: str):
+    """Decorator for a write entry point: a URL in an argument named here (``path="append to"``) is
+    refused (:func:`refuse_remote_write`, kind ``remote_read_only``) before anything else is looked at,
+    whatever else comes with it -- the ``storage_options=`` a reader takes included (issue 28: never a
+    ``TypeError``)."""
+    import functools
+    import inspect
+
+    def wrap(fn):
+        names = list(inspect.signature(fn).parameters)
+        where = {name: names.index(name) for name in actions}
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            for name, action in actions.items():
+                value = kwargs[name] if name in kwargs else args[where[name]] if len(args) > where[name] else None
+                if is_url(value):
+                    raise refuse_remote_write(value, action)
+            return fn(*args, **kwargs)
+        return call
+    return wrap
+
+
 def storage_options_from_env() -> dict:
     """``MREC_STORAGE_OPTIONS`` (a JSON object) for the command line; {} when unset."""
     import json

@@ -71,6 +71,9 @@ def unit_cell(rows, boundary) -> Any:
 
 
 def _check_path(path: str, what: str) -> str:
+    from ..fs.remote import is_url, refuse_remote_write
+    if is_url(path):
+        raise refuse_remote_write(path, "write a live record to")
     if path.rstrip("/").endswith(".mrec.zip"):
         raise MrecError(f"{what} writes a live <stem>.mrec directory (an archive is not appended to): "
                         "pack it when the run is done (mrec pack)", path=path)

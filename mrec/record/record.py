@@ -39,6 +39,7 @@ from typing import Any, Mapping
 
 from ..errors import RefusalError, path_refusal
 from ..fs import DEFAULT_FS, refuse_link
+from ..fs.remote import refuses_urls
 from ..fs.posix import TEMP_MARK
 from ..zarr.array import meta_key, read_node, write_group
 from ..zarr.metadata import GroupMetadata
@@ -228,10 +229,8 @@ def _refuse_links_on(fs, root: str, node: str) -> None:
         refuse_link(fs, path, "replace or build in")
 
 
+@refuses_urls(path="write a record to")
 def _write(path, rec: Record, *, overwrite: bool, compression, fs) -> Path:
-    from ..fs.remote import is_url, refuse_remote_write
-    if is_url(path):
-        raise refuse_remote_write(path, "write a record to")
     fs = fs or DEFAULT_FS
     final = _claim(fs, path, overwrite)
     check_system_alignment(rec.system, rec.trajectory, final)
@@ -315,6 +314,7 @@ def _forcefield(value: Any) -> ForceField | None:
     return None if value is None else ForceField.from_any(value)
 
 
+@refuses_urls(path="write a record to")
 def write_record(path, *, meta: Mapping | None = None, frame: Any = None, system: Any = None,
                  status: Mapping | None = None, method: Mapping | None = None, observables: Mapping | None = None,
                  metrics: Any = None, forcefield: Any = None, sections: Mapping | None = None, compression=None,
@@ -602,6 +602,7 @@ def _add_node(root, node: str, write, *, overwrite: bool, fs) -> Path:
     return Path(final_root)
 
 
+@refuses_urls(path="write a frame to")
 def write_frame(path, frame: Any, *, group: str = "", overwrite: bool = False, compression=None,
                 fs=None) -> Path:
     """Write ``frame`` as the frame-shaped group ``group`` of a Zarr store at ``path``.
@@ -643,6 +644,7 @@ def write_frame(path, frame: Any, *, group: str = "", overwrite: bool = False, c
 _DOCUMENT_CHECKS = {"meta": check_meta, "status": check_status, "method": check_method}
 
 
+@refuses_urls(path="add a section to")
 def write_section(path, name: str, value: Any, *, overwrite: bool = False, compression=None, fs=None) -> Path:
     """Add the root section ``name`` to the existing record directory ``path``.
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import CorruptionError, RefusalError, StoreError, WriteError
 from ..fs import DEFAULT_FS, refuse_link
+from ..fs.remote import refuses_urls
 from ..zarr.array import Array, meta_key, read_node, write_group
 from ..zarr.metadata import ArrayMetadata, GroupMetadata, json_dumps
 from ..zarr.store import DirectoryStore
@@ -54,23 +55,16 @@ def _write_errors(what: str):
     return wrap
 
 
-def _refuse_url(path, action: str) -> None:
-    from ..fs.remote import is_url, refuse_remote_write
-    if is_url(path):
-        raise refuse_remote_write(path, action)
-
-
-
 class Opening:
     """``create`` / ``open`` and the layout of :class:`~mrec.record.trajectory_write.TrajectoryWriter` (a mixin)."""
 
     # -- construction ---------------------------------------------------------------
     @classmethod
+    @refuses_urls(path="create a trajectory at")
     @_write_errors("creating the trajectory")
     def create(cls, path, schema, *, flush_every: int | None = None, compression=None, durable: bool = True,
                meta: dict | None = None, fs=None, profile: str = "reference",
                expected_frames: int | None = None, pipeline: bool = False) -> "TrajectoryWriter":
-        _refuse_url(path, "create a trajectory at")
         path = os.fspath(path)
         refuse_link(fs or DEFAULT_FS, path, "create a trajectory in")     # kind bad_target
         if profile not in X.PROFILES:
@@ -125,12 +119,12 @@ class Opening:
         return w
 
     @classmethod
+    @refuses_urls(path="append to")
     @_write_errors("reopening the trajectory")
     def open(cls, path, *, flush_every: int | None = None, durable: bool = True, fs=None,
              compression=None, truncate_after_step: int | None = None, pipeline: bool = False) -> "TrajectoryWriter":
         """Reopen to append.  ``truncate_after_step=S`` first drops every committed frame whose
         step is after S (a restart from a checkpoint at S; see :mod:`mrec.record.truncate`)."""
-        _refuse_url(path, "append to")
         path = os.fspath(path)
         refuse_link(fs or DEFAULT_FS, path, "append to (or repair, or truncate)")   # kind bad_target
         if truncate_after_step is not None:

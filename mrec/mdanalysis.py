@@ -37,9 +37,8 @@ mda = require("MDAnalysis")
 from MDAnalysis.coordinates.base import ReaderBase, WriterBase  # noqa: E402
 from MDAnalysis.coordinates.timestep import Timestep  # noqa: E402
 from MDAnalysis.core.topology import Topology  # noqa: E402
-from MDAnalysis.core.topologyattrs import (Angles, Atomids, Atomnames, Atomtypes, Bonds, Charges,  # noqa: E402
-                                           ChainIDs, Dihedrals, Elements, Masses, Resids, Resnames,
-                                           Resnums, Segids)
+from MDAnalysis.core.topologyattrs import (Angles, Atomids, Atomnames, Bonds, CMaps, Dihedrals,  # noqa: E402
+                                           Impropers, Resids, Resnums, Segids)
 from MDAnalysis.lib.util import store_init_arguments  # noqa: E402
 from MDAnalysis.topology.base import TopologyReaderBase  # noqa: E402
 
@@ -206,23 +205,11 @@ class MRECReader(ReaderBase):
         self._rec = _open(self.filename, self._storage_options)
 
 
-def _residues(res_id, res_name, chain, n: int):
-    """atom -> residue index by runs of equal (res_id, res_name, chain), and the residues' values."""
-    keys = [np.asarray(v) if v is not None else None for v in (res_id, res_name, chain)]
-    change = np.zeros(n, dtype=bool)
-    if n:
-        change[0] = True
-    for k in keys:
-        if k is not None and n > 1:
-            change[1:] |= k[1:] != k[:-1]
-    first = np.flatnonzero(change)
-    resindex = np.cumsum(change) - 1 if n else np.zeros(0, dtype=np.int64)
-    return resindex.astype(np.int64), first
-
-
 class MRECParser(TopologyReaderBase):
-    """The topology of an mrec record: ``system/atoms`` and its bonds / angles / dihedrals
-    (without a system section: the per-atom columns of the trajectory's first frame)."""
+    """The topology of an mrec record: ``system/atoms`` (every MDAnalysis attribute it has a column
+    for: names, types, elements, masses, charges, residues, segments, chain ids ...,
+    :mod:`mrec.md.topology`) and its bonds / angles / dihedrals / impropers / cmaps (without a
+    system section: the per-atom columns of the trajectory's first frame)."""
 
     format = "MREC"
 
@@ -240,7 +227,8 @@ class MRECParser(TopologyReaderBase):
             if system is not None and "atoms" in system.blocks:
                 cols = system.blocks["atoms"]
                 n = system.counts["atoms"]
-                rel = {b: system.blocks[b] for b in ("bonds", "angles", "dihedrals") if b in system.blocks}
+                rel = {b: system.blocks[b] for b in ("bonds", "angles", "dihedrals", "impropers", "cmaps")
+                       if b in system.blocks}
             elif rec.trajectory is not None and len(rec.trajectory):
                 f = rec.trajectory[0]
                 cols = f.blocks.get("atoms", {})
@@ -248,43 +236,29 @@ class MRECParser(TopologyReaderBase):
                 rel = {}
             else:
                 raise MrecError("the record has neither system/atoms nor a trajectory", path=str(self.filename))
-        def strings(name):
-            v = cols.get(name)
-            return None if v is None else np.array([str(s) for s in v], dtype=object)
-        names = strings("name")
-        elements = strings("element")
-        types = strings("type")
-        attrs = [Atomnames(names if names is not None else (elements if elements is not None
-                                                             else np.array(["X"] * n, dtype=object)))]
-        if types is not None:
-            attrs.append(Atomtypes(types))
-        if elements is not None:
-            attrs.append(Elements(elements))
-        ids = cols.get("id")
-        attrs.append(Atomids(np.asarray(ids, dtype=np.int64) if ids is not None else np.arange(1, n + 1)))
-        for name, cls in (("mass", Masses), ("charge", Charges)):
-            if name in cols:
-                attrs.append(cls(np.asarray(cols[name], dtype=np.float64)))
-        chain = strings("chain")
-        if chain is not None:
-            attrs.append(ChainIDs(chain))
-        res_id = cols.get("res_id")
-        res_name = strings("res_name")
-        resindex, first = _residues(res_id, res_name, chain, n)
-        n_res = len(first)
-        resids = np.asarray(res_id, dtype=np.int64)[first] if res_id is not None else np.arange(1, n_res + 1)
-        attrs.append(Resids(resids))
-        attrs.append(Resnums(resids.copy()))
-        if res_name is not None:
-            attrs.append(Resnames(res_name[first]))
-        attrs.append(Segids(np.array(["SYSTEM"], dtype=object)))
-        for block, cls, ends in (("bonds", Bonds, "ij"), ("angles", Angles, "ijk"), ("dihedrals", Dihedrals, "ijkl")):
+        from .md.topology import topology_attrs
+        attrs, resindex, res_seg, n_res, n_seg = topology_attrs(cols, n)
+        have = {type(a) for a in attrs}
+        if Atomnames not in have:
+            label = cols.get("element")
+            attrs.append(Atomnames(np.array([str(s) for s in label] if label is not None else ["X"] * n, dtype=object)))
+        if Atomids not in have:
+            attrs.append(Atomids(np.arange(1, n + 1)))
+        resids = next((a.values for a in attrs if isinstance(a, Resids)), None)
+        if resids is None:
+            resids = np.arange(1, n_res + 1)
+            attrs.append(Resids(resids))
+        if Resnums not in have:
+            attrs.append(Resnums(np.asarray(resids).copy()))
+        if Segids not in have:
+            attrs.append(Segids(np.array(["SYSTEM"] * n_seg, dtype=object)))
+        for block, cls, ends in (("bonds", Bonds, "ij"), ("angles", Angles, "ijk"), ("dihedrals", Dihedrals, "ijkl"),
+                                 ("impropers", Impropers, "ijkl"), ("cmaps", CMaps, "ijklm")):
             b = rel.get(block)
             if b is not None and all(f"atom{e}" in b for e in ends):
                 idx = np.stack([np.asarray(b[f"atom{e}"], dtype=np.int64) for e in ends], axis=1)
                 attrs.append(cls([tuple(row) for row in idx.tolist()]))
-        return Topology(n, max(n_res, 1) if n else 0, 1, attrs=attrs, atom_resindex=resindex,
-                        residue_segindex=np.zeros(n_res, dtype=np.int64))
+        return Topology(n, n_res, n_seg, attrs=attrs, atom_resindex=resindex, residue_segindex=res_seg)
 
 
 class MRECWriter(WriterBase):

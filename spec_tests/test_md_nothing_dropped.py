@@ -176,3 +176,81 @@ def test_extxyz_info_step_and_arrays_through_convert_and_back(tmp_path):
         for k in want.arrays:
             assert np.asarray(got.arrays[k]).tolist() == np.asarray(want.arrays[k]).tolist(), k
         assert got.get_potential_energy() == want.get_potential_energy()
+
+
+# -- MDAnalysis: every topology attribute, segments and residues as they were ---------------------
+
+import MDAnalysis as mda                                   # noqa: E402
+import MDAnalysisTests.datafiles as D                      # noqa: E402
+
+import mrec.mdanalysis  # noqa: E402,F401 - registers the MREC format
+
+ATTRS = ("ids", "names", "types", "elements", "masses", "charges", "resids", "resnums", "resnames", "segids",
+         "chainIDs", "icodes", "altLocs", "occupancies", "tempfactors", "record_types", "moltypes", "molnums",
+         "formalcharges", "radii")
+
+
+def universe(*files, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return mda.Universe(*files, **kw)
+
+
+def check_topology(got, want) -> None:
+    """Every topology attribute of ``want`` is in ``got`` with the same values, residues and segments."""
+    assert len(got.atoms) == len(want.atoms)
+    assert len(got.residues) == len(want.residues) and len(got.segments) == len(want.segments)
+    assert got.atoms.resindices.tolist() == want.atoms.resindices.tolist()
+    assert got.atoms.segindices.tolist() == want.atoms.segindices.tolist()
+    for attr in ATTRS:
+        if hasattr(want.atoms, attr):
+            w, g = np.asarray(getattr(want.atoms, attr)), np.asarray(getattr(got.atoms, attr))
+            assert g.tolist() == w.tolist(), attr
+    for rel in ("bonds", "angles", "dihedrals", "impropers"):
+        if hasattr(want, rel) and len(getattr(want, rel)):
+            assert getattr(got, rel).indices.tolist() == getattr(want, rel).indices.tolist(), rel
+
+
+def test_psf_segids_select_and_every_attribute(tmp_path):
+    out = tmp_path / "adk.mrec.zip"
+    cli("convert", D.DCD, out, "--top", D.PSF, "--frames", "0:2")
+    u = universe(out)
+    assert len(u.select_atoms("segid 4AKE")) == 3341
+    check_topology(u, universe(D.PSF, D.DCD))
+    cols = mrec.read_record(out).system.blocks["atoms"]
+    assert list(cols["seg_id"][:2]) == ["4AKE", "4AKE"] and cols["res_num"].dtype == np.int64
+
+
+def test_tpr_segments_chains_molecules(tmp_path):
+    out = tmp_path / "tpr.mrec"
+    cli("convert", D.XTC, out, "--top", D.TPR, "--frames", "0:1")
+    want = universe(D.TPR, D.XTC)
+    got = universe(str(out), format="MREC", topology_format="MREC")
+    check_topology(got, want)
+    assert [s.segid for s in got.segments] == [s.segid for s in want.segments] and len(got.segments) == 3
+    name = want.segments[0].segid
+    assert len(got.select_atoms(f"segid {name}")) == len(want.select_atoms(f"segid {name}"))
+
+
+def test_pdb_icodes_altlocs_occupancies_record_types(tmp_path):
+    out = tmp_path / "icodes.mrec"
+    cli("convert", D.PDB_icodes, out)
+    want = universe(D.PDB_icodes)
+    got = universe(str(out), format="MREC", topology_format="MREC")
+    check_topology(got, want)
+    assert len(got.residues) == len(want.residues) and set(got.residues.icodes) > {""}
+
+
+def test_writer_keeps_residues_that_runs_would_merge_or_split(tmp_path):
+    u = mda.Universe.empty(6, n_residues=3, n_segments=2, atom_resindex=[0, 0, 1, 1, 2, 0],
+                           residue_segindex=[0, 0, 1], trajectory=True)
+    u.add_TopologyAttr("resids", [7, 7, 8])
+    u.add_TopologyAttr("resnames", ["ALA", "ALA", "GLY"])
+    u.add_TopologyAttr("segids", ["A", "A"])
+    u.add_TopologyAttr("names", list("abcdef"))
+    u.atoms.positions = np.arange(18, dtype=np.float32).reshape(6, 3)
+    path = str(tmp_path / "w.mrec")
+    with mda.Writer(path, n_atoms=6, format="MREC") as w:
+        w.write(u.atoms)
+    check_topology(universe(path, format="MREC", topology_format="MREC"), u)
+    assert "res_index" in mrec.read_record(path).system.blocks["atoms"]

@@ -7,9 +7,10 @@ Into mrec (``convert(src, "run.mrec" | "run.mrec.zip", top=...)``):
 * through **ASE** for extended XYZ (``.extxyz``, ``.xyz``) and ASE ``.traj`` files, whose atom
   count may change from frame to frame.
 
-What is written: ``system/atoms`` from the topology (``element name type res_name res_id chain
-mass charge`` at their canonical dtypes) and ``system/bonds`` / ``angles`` / ``dihedrals``
-(u64 row indices) when the topology has them; a trajectory with ``atoms`` ``x y z`` (plus
+What is written: ``system/atoms`` from the topology (every attribute MDAnalysis gives: ``element
+name type res_name res_id chain mass charge seg_id ...`` at their canonical dtypes,
+:mod:`mrec.md.topology`) and ``system/bonds`` / ``angles`` / ``dihedrals`` / ``impropers`` /
+``cmaps`` (u64 row indices) when the topology has them; a trajectory with ``atoms`` ``x y z`` (plus
 ``vx vy vz`` / ``fx fy fz`` when the source has them), the cell, steps, times and per-frame
 energies; the units in the system meta key ``units`` (MDAnalysis: Å, ps, kJ/mol; ASE: Å, ps,
 eV).  Positions take ``precision`` (Å) when given; by default a lossy source keeps its own
@@ -240,33 +241,16 @@ def _creator() -> dict:
     return {"creator": {"name": "mrec convert", "version": __version__}}
 
 
-def _u64_or_skip(values, name: str, skipped: list) -> np.ndarray | None:
-    a = np.asarray(values)
-    if a.dtype.kind in "iu" and (a.size == 0 or int(a.min()) >= 0):
-        return a.astype(np.uint64)
-    skipped.append(f"{name} (not non-negative integers)")
-    return None
-
-
 def _topology_system(u, skipped: list, relations: bool = True) -> tuple[dict, list[str]]:
     """system blocks from the topology attributes of an MDAnalysis Universe or AtomGroup (bonds,
     angles and dihedrals only with ``relations``: their indices are the Universe's)."""
+    from .topology import atom_columns
     atoms = u.atoms
-    cols: dict[str, Any] = {}
-    for attr, col in (("elements", "element"), ("names", "name"), ("types", "type"),
-                      ("resnames", "res_name"), ("chainIDs", "chain")):
-        if hasattr(atoms, attr):
-            cols[col] = np.array([str(v) for v in getattr(atoms, attr)], dtype=object)
-    if hasattr(atoms, "resids"):
-        v = _u64_or_skip(atoms.resids, "res_id", skipped)
-        if v is not None:
-            cols["res_id"] = v
-    for attr, col in (("masses", "mass"), ("charges", "charge")):
-        if hasattr(atoms, attr):
-            cols[col] = np.asarray(getattr(atoms, attr), dtype=np.float64)
+    cols = atom_columns(atoms, skipped)
     blocks = {"atoms": cols} if cols else {}
     counts = {"atoms": len(atoms)}
-    for attr, name, ends in (("bonds", "bonds", "ij"), ("angles", "angles", "ijk"), ("dihedrals", "dihedrals", "ijkl")):
+    for attr, name, ends in (("bonds", "bonds", "ij"), ("angles", "angles", "ijk"), ("dihedrals", "dihedrals", "ijkl"),
+                             ("impropers", "impropers", "ijkl"), ("cmaps", "cmaps", "ijklm")):
         if not relations:
             break
         try:

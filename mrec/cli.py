@@ -55,6 +55,9 @@ def _info(path: str, as_json: bool) -> int:
             node = read_node(store, doc)
             if isinstance(node, GroupMetadata):
                 info[doc] = node.attributes
+        units = _stored_units(store)
+        if units is not None:
+            info["units"] = units
         for section in ("system", "frame"):
             if isinstance(read_node(store, section), GroupMetadata):
                 blocks = {}
@@ -88,6 +91,9 @@ def _info(path: str, as_json: bool) -> int:
         print(json.dumps(info, indent=2, default=str))
         return 0
     print(f"{path} ({info['form']}, {total / 1e6:.2f} MB): sections {', '.join(sections)}")
+    if "units" in info:
+        u = info["units"]
+        print("  units: " + (", ".join(f"{k} {v}" for k, v in u.items()) if isinstance(u, dict) else str(u)))
     for section in ("system", "frame"):
         if section in info:
             print(f"  {section}: " + "; ".join(f"{b}[{d['count']}] {', '.join(d['columns'])}"
@@ -101,11 +107,31 @@ def _info(path: str, as_json: bool) -> int:
             cols = ", ".join(f"{c}:{v['dtype']}{v['trailing'] or ''}" for c, v in d["columns"].items())
             print(f"    {b} ({d['state']}, {d['updates']} updates): {cols}")
         _print_trajectory_summary(t)
-    print(f"  {'array':44s} {'dtype':10s} {'shape':16s} {'codecs':44s} {'bytes':>10s}  ratio")
-    for a in arrays:
-        print(f"  {a['path']:44s} {a['dtype']:10s} {str(a['shape']):16s} {'+'.join(a['codecs']):44s} "
-              f"{a['bytes']:>10d}  x{a['ratio']}")
+    _print_arrays(arrays)
     return 0
+
+
+def _stored_units(store):
+    """The units a record states: its system's (or frame's) meta key ``units``, else the meta
+    document's; None when it states none."""
+    from .zarr.array import read_node
+    from .zarr.metadata import GroupMetadata
+    for where in ("system", "frame", "meta"):
+        node = read_node(store, where)
+        if isinstance(node, GroupMetadata) and node.attributes.get("units") is not None:
+            return node.attributes["units"]
+    return None
+
+
+def _print_arrays(arrays: list[dict]) -> None:
+    """The array table, each column as wide as its widest cell (bytes right-aligned)."""
+    head = ("array", "dtype", "shape", "codecs", "bytes", "ratio")
+    rows = [head] + [(a["path"], a["dtype"], str(a["shape"]), "+".join(a["codecs"]), str(a["bytes"]),
+                      "-" if a["ratio"] is None else f"x{a['ratio']}") for a in arrays]
+    widths = [max(len(r[k]) for r in rows) for k in range(len(head))]
+    for r in rows:
+        cells = [f"{v:>{w}s}" if k == 4 else f"{v:{w}s}" for k, (v, w) in enumerate(zip(r, widths))]
+        print(("  " + "  ".join(cells)).rstrip())
 
 
 def _forcefield_info(store) -> dict:
@@ -313,8 +339,9 @@ def _cat(path: str, frame: str | None, fmt: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     ap = argparse.ArgumentParser(
-        prog="mrec", description="mrec molecular records: inspect, validate, pack / unpack, print frames, "
-        "convert MD trajectories (XTC, DCD, TRR, extxyz, ...) to and from mrec, repair, demo, golden fixtures.",
+        prog="mrec", description="mrec molecular records: inspect, validate, repair, repack, pack / unpack, "
+        "print frames, convert MD trajectories (XTC, DCD, TRR, extxyz, ...) to and from mrec, demo, golden "
+        "fixtures.",
         epilog="`mrec COMMAND --help` describes a command. Errors are one line on stderr, exit status 2.")
     ap.add_argument("--version", action="version", version=f"mrec {__version__}")
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
@@ -366,13 +393,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("json", "extxyz", "xyz", "pdb"), default="json",
                    help="output format (default: json)")
     from .md.cli import add_convert_command
-    add_convert_command(sub)
+    ap.set_defaults(convert_parser=add_convert_command(sub))
     return ap
+
+
+def parse_args(ap: argparse.ArgumentParser, argv=None) -> argparse.Namespace:
+    """``ap``'s arguments; ``convert``'s intermixed (``IN [IN ...] --top T OUT``: several inputs
+    before or after its options, which one sub-parser pass cannot tell from OUT)."""
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    if argv and argv[0] == "convert":
+        args = ap.get_default("convert_parser").parse_intermixed_args(argv[1:])
+        args.cmd = "convert"
+        return args
+    return ap.parse_args(argv)
 
 
 def main(argv=None) -> int:
     ap = build_parser()
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv)
     if args.cmd is None:
         ap.print_help()
         return 0

@@ -299,7 +299,12 @@ def _size_of(path: str) -> int | None:
 def add_repack_command(subparsers):
     """Register ``repack IN OUT [--profile small|archive] [--overwrite]`` (for ``mrec.cli``)."""
     p = subparsers.add_parser("repack", help="rewrite a closed record with extents sized to what it holds "
-                              "(small shard indexes, several frames a chunk, zstd; the same values bit for bit)")
+                              "(small shard indexes, several frames a chunk, zstd; the same values bit for bit)",
+                              description="Rewrite a closed record (a *.mrec directory, a *.mrec.zip or a URL, "
+                              "only read) into a new one whose trajectory arrays are cut to what they hold: "
+                              "several frames an inner chunk (a random frame is still one chunk decode per "
+                              "column), one shard index sized to the chunks, shuffle + zstd. Every value reads "
+                              "back bit for bit; everything else is copied. OUT ending in .zip is packed.")
     p.add_argument("path", help="a closed *.mrec directory, *.mrec.zip or URL (only read)")
     p.add_argument("out", help="the new record: a *.mrec directory, or a *.mrec.zip (packed)")
     p.add_argument("--profile", choices=sorted(PROFILES), default="small",

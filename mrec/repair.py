@@ -91,7 +91,12 @@ def add_repair_command(subparsers) -> argparse.ArgumentParser:
     The parser's ``func`` default is a callable taking the parsed args and returning
     the exit status (0: clean or repaired, 1: something unrecoverable).
     """
-    p = subparsers.add_parser("repair", help="rebuild shard indexes a power loss tore or dropped")
+    p = subparsers.add_parser(
+        "repair", help="rebuild shard indexes a power loss tore or dropped",
+        description="Check the trajectory of a *.mrec directory and rebuild, from the chunks that verify, "
+        "the shard indexes a power loss tore or dropped; finish or roll back an interrupted overwrite. "
+        "Exit 0 when the record is clean or repaired, 1 when something cannot be recovered (reported). "
+        "A live writer's record is refused. See docs/reliability.md.")
     p.add_argument("path", help="a *.mrec directory")
     p.add_argument("--dry-run", action="store_true", help="report, change nothing")
     p.set_defaults(func=_run)

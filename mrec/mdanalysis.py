@@ -17,7 +17,10 @@ Both ``<stem>.mrec`` directories and ``<stem>.mrec.zip`` archives are recognised
 format hint claims the double extension ``.mrec.zip``).  The reader gives random access,
 ``n_frames``, ``dt``, ``time`` (ps), ``dimensions`` (Å, degrees, from the mrec cell whose
 lattice vectors are columns), ``data["step"]``, velocities and forces when the record has
-``vx vy vz`` / ``fx fy fz``; lengths are converted to Å from the record's stated ``units``.
+``vx vy vz`` / ``fx fy fz``; lengths are converted to Å, velocities to Å/ps and forces to
+kJ/(mol·Å) (MDAnalysis' units) from the record's stated ``units`` (:mod:`mrec.md.units`: an
+OpenMM record's kJ/(mol·nm), an ASE record's eV/Å).  A record at a URL takes ``storage_options``
+(``mda.Universe(url, storage_options=...)``: the parser and the reader get them).
 It pickles (the record is reopened by name).  MDAnalysis holds one atom count: a record whose
 ``atoms`` row count changes is refused, naming the first frame where it changes.
 """
@@ -31,6 +34,7 @@ import numpy as np
 from .errors import MrecError, RefusalError
 from .md import require
 from .md.convert import is_mrec_path, record_units
+from .md.units import motion_factors, stated_units
 
 mda = require("MDAnalysis")
 
@@ -144,6 +148,7 @@ class MRECReader(ReaderBase):
             raise MrecError("the trajectory has no frames", path=str(self.filename))
         self.n_atoms = _atom_count_check(r, str(self.filename))
         self._lf, self._tf = record_units(self._rec)
+        self._vf, self._ff = motion_factors(stated_units(self._rec))     # to Å/ps, kJ/(mol·Å) (issue 28)
         self._steps = r.steps
         self._times = None if r.times is None else r.times * self._tf
 
@@ -169,9 +174,9 @@ class MRECReader(ReaderBase):
         lf = self._lf
         ts.positions = np.stack([cols[("atoms", c)] for c in "xyz"], axis=1) * lf
         if self.has_velocities:
-            ts.velocities = np.stack([cols[("atoms", c)] for c in ("vx", "vy", "vz")], axis=1) * (lf / self._tf)
+            ts.velocities = np.stack([cols[("atoms", c)] for c in ("vx", "vy", "vz")], axis=1) * self._vf
         if self.has_forces:
-            ts.forces = np.stack([cols[("atoms", c)] for c in ("fx", "fy", "fz")], axis=1)
+            ts.forces = np.stack([cols[("atoms", c)] for c in ("fx", "fy", "fz")], axis=1) * self._ff
         box = r.box_at(frame) if r.layout.box.n_updates else None
         ts.dimensions = None if box is None or not box.defined else box.dimensions * np.array([lf, lf, lf, 1, 1, 1])
         ts.frame = frame

@@ -312,3 +312,104 @@ def test_every_write_entry_point_refuses_a_url_whatever_else_it_is_given(tmp_pat
             failed[name] = f"{type(exc).__name__}: {exc}"
     assert not failed, failed
     assert list(tmp_path.iterdir()) == []                   # nothing written locally under a URL-like name
+
+
+# -- 5. MDAnalysis reads forces (and velocities) in its own units -------------------------------------------
+
+def test_mdanalysis_converts_openmm_forces_from_kj_per_mol_nm(tmp_path):
+    """An OpenMM record stores forces in kJ/(mol nm); MDAnalysis' unit is kJ/(mol Å): 10x smaller numbers."""
+    mda = pytest.importorskip("MDAnalysis")
+    openmm = pytest.importorskip("openmm")
+    import openmm.app as app
+    import openmm.unit as unit
+
+    import mrec.mdanalysis  # noqa: F401
+    from mrec.openmm import MrecReporter
+
+    class Keep:
+        def __init__(self):
+            self.states = []
+
+        def describeNextReport(self, simulation):
+            return {"steps": 10 - simulation.currentStep % 10, "periodic": None,
+                    "include": ["positions", "velocities", "forces"]}
+
+        def report(self, simulation, state):
+            self.states.append(state)
+
+    ff = app.ForceField("amber14-all.xml", "amber14/tip3p.xml")
+    m = app.Modeller(app.Topology(), [])
+    m.addSolvent(ff, boxSize=openmm.Vec3(1.5, 1.5, 1.5) * unit.nanometer)
+    system = ff.createSystem(m.topology, nonbondedMethod=app.PME, nonbondedCutoff=0.7 * unit.nanometer,
+                             constraints=app.HBonds)
+    integ = openmm.LangevinMiddleIntegrator(300 * unit.kelvin, 1 / unit.picosecond, 0.002 * unit.picoseconds)
+    integ.setRandomNumberSeed(3)
+    sim = app.Simulation(m.topology, system, integ, openmm.Platform.getPlatformByName("CPU"), {"Threads": "1"})
+    sim.context.setPositions(m.positions)
+    sim.context.setVelocitiesToTemperature(300 * unit.kelvin, 3)
+    path = str(tmp_path / "run.mrec")
+    rep, keep = MrecReporter(path, 10, forces=True), Keep()
+    sim.reporters += [rep, keep]
+    sim.step(30)
+    rep.close()
+    u = mda.Universe(path)
+    assert u.trajectory.n_frames == 3 == len(keep.states)
+    kj_a, a_ps = unit.kilojoule_per_mole / unit.angstrom, unit.angstrom / unit.picosecond
+    stored = TrajectoryReader(path)
+    for i, state in enumerate(keep.states):
+        u.trajectory[i]
+        want_f = np.asarray(state.getForces(asNumpy=True).value_in_unit(kj_a))
+        want_v = np.asarray(state.getVelocities(asNumpy=True).value_in_unit(a_ps))
+        np.testing.assert_allclose(u.atoms.forces, want_f, rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(u.atoms.velocities, want_v, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(u.atoms.forces, stored[i].forces / 10, rtol=1e-6)
+
+
+def test_mdanalysis_converts_ase_forces_from_ev_per_angstrom(tmp_path):
+    """The ASE MD writer stores eV/Å (units in the record); MDAnalysis gets kJ/(mol Å)."""
+    mda = pytest.importorskip("MDAnalysis")
+    ase = pytest.importorskip("ase")
+    from ase import units
+    from ase.calculators.emt import EMT
+    from ase.cluster import Icosahedron
+    from ase.md.verlet import VelocityVerlet
+
+    import mrec.mdanalysis  # noqa: F401
+    from mrec.ase_md import MrecMDWriter
+    atoms = Icosahedron("Cu", 2)
+    atoms.calc = EMT()
+    atoms.rattle(0.05, seed=1)
+    dyn = VelocityVerlet(atoms, 2 * units.fs)
+    kept = []
+    path = str(tmp_path / "cu.mrec")
+    w = MrecMDWriter(path, atoms, dyn)
+    dyn.attach(w, interval=5)
+    dyn.attach(lambda: kept.append((atoms.get_forces().copy(), atoms.get_velocities().copy())), interval=5)
+    dyn.run(10)
+    w.close()
+    u = mda.Universe(path)
+    assert u.trajectory.n_frames == len(kept) == 3
+    ev_per_kj_mol = units.kJ / units.mol
+    for i, (frc, vel) in enumerate(kept):
+        u.trajectory[i]
+        np.testing.assert_allclose(u.atoms.forces, frc / ev_per_kj_mol, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(u.atoms.velocities, vel * 1000 * units.fs, rtol=1e-6, atol=1e-9)
+
+
+def test_force_and_velocity_factors_from_stated_units():
+    from mrec.md.units import motion_factors
+    assert motion_factors(None) == (1.0, 1.0)
+    assert motion_factors({"length": "nm", "time": "ps", "force": "kJ/(mol*nm)"}) == (10.0, 0.1)
+    assert motion_factors({"length": "nm", "force": "kJ/mol/nm", "velocity": "nm/ps"}) == (10.0, 0.1)
+    assert motion_factors({"length": "nm", "energy": "kJ/mol"}) == (10.0, 0.1)          # force: energy/length
+    assert motion_factors({"length": "nm"}) == (10.0, 0.1)
+    assert motion_factors({"force": "kcal/(mol*angstrom)"})[1] == 4.184
+    assert motion_factors({"force": "kcal/mol/Å"})[1] == 4.184
+    assert motion_factors({"velocity": "angstrom/fs"})[0] == 1000.0
+    assert motion_factors({"length": "angstrom", "time": "fs"})[0] == 1000.0
+    assert motion_factors({"force": "eV/angstrom"})[1] == pytest.approx(96.485332, rel=1e-7)
+    assert motion_factors({"force": "hartree/bohr"})[1] == pytest.approx(2625.4996 / 0.529177210903, rel=1e-6)
+    for bad in ({"force": "N"}, {"force": "furlong/fortnight"}, {"velocity": "m/s?"}):
+        with pytest.raises(mrec.MrecError) as e:
+            motion_factors(bad)
+        assert str(next(iter(bad.values()))) in str(e.value)

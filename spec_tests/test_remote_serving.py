@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import mrec
-from mrec import TrajectoryReader, pack, read_record
+from mrec import TrajectoryReader, pack
 from mrec.errors import RangesIgnoredWarning, StoreError
 from mrec.fixtures import describe
 

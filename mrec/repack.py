@@ -92,17 +92,34 @@ def _compact_json(raw: bytes) -> bytes:
                       ensure_ascii=False).encode("utf-8")
 
 
-def compact_documents(path, *, fsync: bool = True) -> int:
+def _minimal_json(raw: bytes) -> bytes:
+    """``raw`` compact, without the members Zarr V3 makes optional when they hold their default: an
+    empty ``attributes``, the ``default`` chunk key encoding's ``{"separator": "/"}``; and without a
+    sequence schema column's ``"trailing": []`` (absent means ``[]``, mrec-notes §3.6)."""
+    doc = json.loads(raw)
+    if doc.get("attributes") == {}:
+        del doc["attributes"]
+    for block in (doc.get("attributes") or {}).get("sequence_schema", {}).get("blocks", {}).values():
+        for col in block.get("columns", {}).values():
+            if col.get("trailing") == []:
+                del col["trailing"]
+    if doc.get("chunk_key_encoding") == {"name": "default", "configuration": {"separator": "/"}}:
+        doc["chunk_key_encoding"] = {"name": "default"}
+    return json.dumps(doc, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode("utf-8")
+
+
+def compact_documents(path, *, fsync: bool = True, minimal: bool = False) -> int:
     """Rewrite every ``zarr.json`` of the closed record directory ``path`` without indentation (the
-    same documents; each an atomic replace); the bytes saved.  A small record's documents are most of
-    its bytes: the MD surfaces call this on the record they built before moving or packing it."""
+    same documents; each an atomic replace; ``minimal``: also without the optional members that
+    hold their defaults); the bytes saved.  A small record's documents are most of its bytes: the MD
+    surfaces call this on the record they built before moving or packing it."""
     store = DirectoryStore(os.fspath(path))
     saved = 0
     for key in store.list():
         if key.rsplit("/", 1)[-1] != "zarr.json":
             continue
         raw = store.get(key)
-        small = _compact_json(raw)
+        small = (_minimal_json if minimal else _compact_json)(raw)
         if len(small) < len(raw):
             store.set(key, small, fsync=fsync)
             saved += len(raw) - len(small)

@@ -2,6 +2,7 @@
 ``mrec repack`` (small, archive), and XTC (issue 15, part 1).
 
     .venv/bin/python tools/bench_sizes.py            # needs the bench extra for the real files
+    .venv/bin/python tools/bench_sizes.py --md       # only issue 28's table (the md and test extras)
 
 * lammps-7x3: a LAMMPS dump of 7 atoms x 3 frames (id type x y z vx vy vz q; the dump text's bytes
   are printed as "source"), written by TrajectoryWriter with the reference extents, with
@@ -12,6 +13,11 @@
   indexes and the zip directory included) against the whole ``.xtc`` file.
 * "r[i] chunks" is the number of inner chunks a random frame of the archived record decodes, per
   column (counted with a RecordingFileSystem on the repacked directory): 1 means random access kept.
+* issue 28, part 1 (``--md`` runs only this part): what the MD surfaces write by default -- ``mrec
+  convert`` of the MDAnalysisTests files, ``mda.Writer`` of the DCD's Universe, ``ase.io.write`` of
+  3 four-atom images -- against the source files' bytes, each with its target and whether its values
+  are exactly the source's as MDAnalysis / ASE read it (bits; an XTC: its integers, recovered by
+  rounding to the declared grid).
 """
 from __future__ import annotations
 
@@ -86,10 +92,117 @@ def chunks_per_column(d: Path, n: int) -> tuple[int, float]:
     return most, statistics.median(times)
 
 
+def _same_bits(a, b) -> bool:
+    """``a`` (the record's f64) holds ``b`` (a library's read) exactly: bit for bit once ``b`` is widened,
+    or -- ``b`` being float32 parsed from text (a LAMMPS dump), the record holding the text's nearest
+    binary64 -- ``a`` narrows to ``b``'s bits."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b)
+    return a.tobytes() == b.astype(np.float64).tobytes() or \
+        (b.dtype == np.float32 and a.astype(np.float32).tobytes() == b.tobytes())
+
+
+def _xtc_grid_bits(stored, ts_positions, prec: float = 1000.0) -> bool:
+    """Rounding the stored Å to the XTC's grid gives MDAnalysis' float32 read of the XTC bit for bit."""
+    i = np.rint(stored * prec / 10.0).astype(np.float32)
+    back = ((i * np.float32(1.0 / prec)).astype(np.float32) * np.float32(10.0)).astype(np.float32)
+    return back.tobytes() == ts_positions.tobytes()
+
+
+def _converted(work: Path, name: str, src: str, top, fmt=None, xtc: bool = False) -> tuple[int, bool]:
+    """(bytes, exact) of ``mrec convert`` SRC [--top TOP] NAME.mrec.zip with the defaults."""
+    import MDAnalysis as mda
+    from mrec.md.convert import convert
+    out = work / f"{name}.mrec.zip"
+    convert(src, out, top=top, fmt=fmt, overwrite=True)
+    u = mda.Universe(top, src) if top else mda.Universe(src, format=fmt)
+    r = mrec.TrajectoryReader(out)
+    exact = len(r) == u.trajectory.n_frames
+    for ts in u.trajectory:
+        got = r.positions(ts.frame)
+        exact &= _xtc_grid_bits(got, ts.positions) if xtc else _same_bits(got, ts.positions)
+        for prefix, have, arr in (("v", ts.has_velocities, "velocities"), ("f", ts.has_forces, "forces")):
+            if have and not xtc:
+                cols = r.read_columns(ts.frame, [("atoms", prefix + c) for c in "xyz"])
+                exact &= _same_bits(np.stack([cols[("atoms", prefix + c)] for c in "xyz"], axis=1),
+                                    getattr(ts, arr))
+    return os.path.getsize(out), bool(exact)
+
+
+def _mda_written(work: Path, top: str, src: str) -> tuple[int, bool]:
+    import MDAnalysis as mda
+    import mrec.mdanalysis  # noqa: F401 - registers the writer
+    u = mda.Universe(top, src)
+    out = work / "mda-writer.mrec.zip"
+    with mda.Writer(str(out), u.atoms.n_atoms) as w:
+        for _ts in u.trajectory:
+            w.write(u.atoms)
+    r = mrec.TrajectoryReader(out)
+    return os.path.getsize(out), all(_same_bits(r.positions(ts.frame), ts.positions) for ts in u.trajectory)
+
+
+def _ase_written(work: Path) -> tuple[int, int, bool]:
+    """(extxyz bytes, record bytes, exact) of ase.io.write of 3 four-atom images with energies and forces."""
+    import ase.io
+    from ase import Atoms
+    from ase.calculators.singlepoint import SinglePointCalculator
+    from ase.io.formats import define_io_format, ioformats
+    if "mrec" not in ioformats:                  # what mrec's entry point does once installed
+        from mrec.ase_io import mrec_format
+        define_io_format("mrec", **mrec_format._asdict(), external=True)
+    rng = np.random.default_rng(28)
+    images = []
+    for _ in range(3):
+        a = Atoms("H2O2", positions=rng.uniform(0, 5, (4, 3)), cell=np.eye(3) * 6.0, pbc=True)
+        a.calc = SinglePointCalculator(a, energy=float(rng.normal()), forces=rng.normal(size=(4, 3)))
+        images.append(a)
+    ase.io.write(work / "tiny.extxyz", images)
+    ase.io.write(work / "tiny.mrec.zip", images)
+    back = ase.io.read(work / "tiny.mrec.zip", index=":")
+    exact = all(_same_bits(a.positions, b.positions) and _same_bits(a.get_forces(), b.get_forces())
+                for a, b in zip(images, back))
+    return os.path.getsize(work / "tiny.extxyz"), os.path.getsize(work / "tiny.mrec.zip"), exact
+
+
+def md_surfaces(work: Path) -> None:
+    """Issue 28, part 1: the MD surfaces' defaults against the source files."""
+    import warnings
+    try:
+        import MDAnalysisTests.datafiles as D
+        import ase  # noqa: F401
+    except ImportError:
+        print("  MDAnalysis, MDAnalysisTests or ASE missing (pip install -e '.[md,test]')")
+        return
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for label, src, top, fmt, bound, xtc in (
+                ("convert adk_dims.dcd --top adk.psf", D.DCD, D.PSF, None, 1.0, False),
+                ("convert cobrotoxin.trr --top cobrotoxin.tpr", D.TRR_xvf, D.TPR_xvf, None, 1.0, False),
+                ("convert adk_oplsaa.xtc --top adk_oplsaa.tpr", D.XTC, D.TPR, None, 1.1, True),
+                ("convert image_vf.lammpstrj --format LAMMPSDUMP", D.LAMMPSDUMP_image_vf, None, "LAMMPSDUMP",
+                 None, False)):
+            size, exact = _converted(work, label.split()[1].replace(".", "-"), src, top, fmt, xtc)
+            rows.append((label, os.path.getsize(src), size, bound, exact))
+        size, exact = _mda_written(work, D.PSF, D.DCD)
+        rows.append(("mda.Writer(x.mrec.zip) of adk_dims.dcd", os.path.getsize(D.DCD), size, 1.0, exact))
+        src, size, exact = _ase_written(work)
+        rows.append(("ase.io.write(x.mrec.zip) of 3 4-atom images (source: their extxyz)", src, size, None, exact))
+    print(f"  {'what':66s} {'source B':>10s} {'mrec B':>10s} {'ratio':>6s} {'target':>10s} {'exact':>5s}  verdict")
+    for label, src, size, bound, exact in rows:
+        target = f"<= {bound:g} x" if bound is not None else "<= 16 KiB"
+        ok = size <= bound * src if bound is not None else size <= 16 * KiB
+        print(f"  {label:66s} {src:10d} {size:10d} {size / src:6.3f} {target:>10s} {'yes' if exact else 'NO':>5s}  "
+              f"{'met' if ok and exact else 'NOT met'}")
+
+
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="mrec-sizes-"))
     try:
         print(f"mrec bench_sizes; numpy {np.__version__}, python {sys.version.split()[0]}")
+        print("\n== issue 28: what the MD surfaces write by default, against the source files (whole files)")
+        md_surfaces(work)
+        if "--md" in sys.argv[1:]:
+            return
         print("\n== a small record: 7 atoms x 3 frames, 9 columns (LAMMPS dump), bytes of the packed *.mrec.zip")
         frames = small_frames()
         src = len(lammps_dump(frames).encode())

@@ -17,7 +17,7 @@ from ..zarr.codecs.shuffle import ShuffleCodec
 from ..zarr.codecs.vlen_utf8 import VlenUtf8Codec
 from ..zarr.codecs.zstd_ import ZstdCodec
 from ..zarr.pipeline import CodecPipeline
-from .dtypes import row_bytes  # noqa: F401  (re-exported: the extents rules use it)
+from .dtypes import numpy_dtype, row_bytes  # noqa: F401  (row_bytes re-exported: the extents rules use it)
 
 KiB, MiB = 1024, 1024 * 1024
 COLUMN_CHUNK_TARGET = 16 * KiB
@@ -111,11 +111,20 @@ class Compression:
     """The writer knob: None | gzip[:level] | zstd[:level], optionally ``shuffle+`` before the
     compressor (``shuffle+zstd[:level]``): the byte shuffle of the must-decode set then also goes
     before the compressor of float columns without a precision (mrec's choice for exact MD columns:
-    the zero low bytes of widened float32 and the slowly changing exponent bytes line up)."""
+    the zero low bytes of widened float32 and the slowly changing exponent bytes line up), and
+    shuffle + that compressor replace gzip 1 on the integer and bool columns (ids, residue numbers,
+    bond indices); strings and the dense arrays keep gzip 1.  ``min_chunk_bytes``: an inner chunk
+    smaller than that takes the reference codecs instead (no compressor on floats): a compressor gains
+    nothing on a few hundred bytes and its description costs bytes in every array's zarr.json."""
 
     name: str | None = None
     level: int | None = None
     shuffle: bool = False
+    min_chunk_bytes: int = 0
+
+    def for_chunk(self, nbytes: int | None) -> "Compression":
+        """This knob for an inner chunk of ``nbytes`` raw bytes (the reference's under ``min_chunk_bytes``)."""
+        return self if nbytes is None or nbytes >= self.min_chunk_bytes else Compression()
 
     @classmethod
     def parse(cls, value) -> "Compression":
@@ -161,10 +170,13 @@ def _bad_compression(value) -> RefusalError:
                         kind="bad_compression")
 
 
-def bytes_to_bytes(dtype: str, *, precision: bool, dense: bool, compression: Compression) -> list:
-    """The column's bytes→bytes codecs before crc32c (chapter, "Reference writer: codecs")."""
+def bytes_to_bytes(dtype: str, *, precision: bool, dense: bool, compression: Compression,
+                   chunk_bytes: int | None = None) -> list:
+    """The column's bytes→bytes codecs before crc32c (chapter, "Reference writer: codecs");
+    ``chunk_bytes`` -- the raw bytes of one inner chunk (for ``compression.min_chunk_bytes``)."""
     if dense:
         return [GzipCodec(1)]
+    compression = compression.for_chunk(chunk_bytes)
     if dtype in ("f64", "c64", "c128"):
         if precision:
             return [ShuffleCodec(8), compression.codec() or ZstdCodec(3, False)]
@@ -172,6 +184,9 @@ def bytes_to_bytes(dtype: str, *, precision: bool, dense: bool, compression: Com
         if c is not None and compression.shuffle and dtype == "f64":
             return [ShuffleCodec(8), c]
         return [c] if c is not None else []
+    if compression.shuffle and compression.codec() is not None and dtype != "string":
+        size = numpy_dtype(dtype).itemsize                   # integers and bools: shuffled, compressed alike
+        return ([ShuffleCodec(size)] if size > 1 else []) + [compression.codec()]
     return [GzipCodec(1)]
 
 

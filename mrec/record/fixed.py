@@ -66,7 +66,9 @@ def fixed_array_meta(dtype: str, shape, *, precision: bool = False, compression=
     """The ``zarr.json`` of a fixed-size array, reference extents and codecs."""
     shape = tuple(int(s) for s in shape)
     layout = fixed_layout(dtype, shape)
-    bb = X.bytes_to_bytes(dtype, precision=precision, dense=False, compression=X.Compression.parse(compression))
+    chunk_bytes = int(np.prod(layout.inner or layout.chunk_shape)) * row_bytes(dtype, ())
+    bb = X.bytes_to_bytes(dtype, precision=precision, dense=False, compression=X.Compression.parse(compression),
+                          chunk_bytes=chunk_bytes)
     inner = X.inner_pipeline(dtype, bb)
     codecs = X.sharded(layout.inner, inner, "end") if layout.sharded else inner
     return ArrayMetadata.create(shape, DATA_TYPES[zarr_data_type(dtype)], layout.chunk_shape, codecs,

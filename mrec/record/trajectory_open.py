@@ -251,7 +251,8 @@ class Opening:
 
     def _column_meta(self, decl, col: str, rpc: int, rb: int) -> ArrayMetadata:
         cd = decl.columns[col]
-        bb = X.bytes_to_bytes(cd.dtype, precision=cd.precision is not None, dense=False, compression=self.compression)
+        bb = X.bytes_to_bytes(cd.dtype, precision=cd.precision is not None, dense=False, compression=self.compression,
+                              chunk_bytes=rpc * rb)
         return _array_meta(cd.dtype, cd.trailing, X.column_extent(rpc, rb, self._expected_rows(decl)), bb)
 
     def _mask_meta(self, rpc: int, decl=None) -> ArrayMetadata:

@@ -254,3 +254,160 @@ def test_writer_keeps_residues_that_runs_would_merge_or_split(tmp_path):
         w.write(u.atoms)
     check_topology(universe(path, format="MREC", topology_format="MREC"), u)
     assert "res_index" in mrec.read_record(path).system.blocks["atoms"]
+
+
+# -- LAMMPS: a dump whose atom count changes, image flags, types named as elements ----------------
+
+def write_dump(path, frames, *, triclinic=False, scaled=False, units="real", flags="pp pp ff") -> list[dict]:
+    """A LAMMPS custom dump of ``frames`` (atom counts); rows written in a shuffled (processor) order.
+    Returns per frame the values as written, sorted by id."""
+    rng = np.random.default_rng(11)
+    lo, hi, tilt = np.array([-1.5, 0.25, -3.0]), np.array([20.0, 18.5, 9.0]), np.array([1.25, -0.5, 0.75])
+    lines, want = [f"ITEM: UNITS\n{units}\n"] if units else [], []
+    masses = {1: 12.011, 2: 15.9994, 3: 1.008}
+    for k, n in enumerate(frames):
+        ids = rng.permutation(np.arange(1, 40))[:n] if k else np.arange(1, n + 1)
+        types = (ids % 3) + 1
+        xyz = rng.uniform(0, 1, (n, 3)) if scaled else rng.uniform(-1, 9, (n, 3))
+        img = rng.integers(-3, 4, (n, 3))
+        q = np.round(rng.normal(size=n), 6)
+        pe = rng.normal(size=n) * 1e-3
+        lines.append(f"ITEM: TIME\n{0.5 * k!r}\nITEM: TIMESTEP\n{1000 * k + 10}\nITEM: NUMBER OF ATOMS\n{n}\n")
+        if triclinic:
+            lines.append(f"ITEM: BOX BOUNDS xy xz yz {flags}\n" + "".join(
+                f"{float(lo[a])!r} {float(hi[a])!r} {float(tilt[a])!r}\n" for a in range(3)))
+        else:
+            lines.append(f"ITEM: BOX BOUNDS {flags}\n" + "".join(f"{float(lo[a])!r} {float(hi[a])!r}\n"
+                                                               for a in range(3)))
+        pos = "xs ys zs" if scaled else "x y z"
+        lines.append(f"ITEM: ATOMS id type mol q mass {pos} ix iy iz c_pe\n")
+        order = rng.permutation(n)
+        for i in order:
+            x, y, z = xyz[i].tolist()
+            lines.append(f"{ids[i]} {types[i]} {ids[i] // 4} {float(q[i])!r} {masses[types[i]]} "
+                         f"{x!r} {y!r} {z!r} {img[i, 0]} {img[i, 1]} {img[i, 2]} {float(pe[i])!r}\n")
+        s = np.argsort(ids)
+        want.append({"id": ids[s], "type": types[s], "q": q[s], "xyz": xyz[s], "img": img[s], "pe": pe[s],
+                     "mass": np.array([masses[t] for t in types[s]]), "step": 1000 * k + 10, "time": 0.5 * k})
+    path.write_text("".join(lines))
+    return want
+
+
+@pytest.mark.parametrize("triclinic, scaled", [(False, False), (True, True)])
+def test_dump_whose_atom_count_changes_converts_ragged_and_exact(tmp_path, triclinic, scaled):
+    src = tmp_path / "grow.lammpstrj"
+    want = write_dump(src, [5, 9, 3, 12], triclinic=triclinic, scaled=scaled)
+    out = tmp_path / "grow.mrec.zip"
+    res = json.loads(cli("convert", src, out, "--json").stdout)
+    assert res["frames"] == 4 and res["atoms"] == [3, 5, 9, 12]
+    rec = mrec.read_record(out)
+    r = rec.trajectory
+    assert [r[i].counts["atoms"] for i in range(4)] == [5, 9, 3, 12]
+    assert r.steps.tolist() == [10, 1010, 2010, 3010] and r.times.tolist() == [0.0, 0.5, 1.0, 1.5]
+    assert rec.meta["units"]["time"] == "fs" and rec.meta["units"]["mass"] == "amu"      # ITEM: UNITS real
+    cols = r.schema.blocks["atoms"].columns
+    assert cols["ix"].dtype == "i32" and cols["id"].dtype == "u64" and cols["mol_id"].dtype == "u64"
+    assert cols["type"].dtype == "string" and cols["c_pe"].dtype == "f64"
+    for i, w in enumerate(want):
+        f = r[i]
+        a = f.blocks["atoms"]
+        assert a["id"].tolist() == w["id"].tolist() and a["type"].tolist() == [str(t) for t in w["type"]]
+        assert a["charge"].tobytes() == w["q"].tobytes() and a["c_pe"].tobytes() == w["pe"].tobytes()
+        assert np.stack([a["ix"], a["iy"], a["iz"]], 1).tolist() == w["img"].tolist()
+        assert a["element"].tolist() == [{1: "C", 2: "O", 3: "H"}[t] for t in w["type"]]    # from the masses
+        assert f.box.boundary.tolist() == [True, True, False]
+        if not scaled:
+            assert f.positions.tobytes() == w["xyz"].tobytes()            # the text's values, exactly
+        else:
+            np.testing.assert_allclose(f.positions, f.box.origin + w["xyz"] @ f.box.rows, rtol=1e-15, atol=1e-13)
+    if triclinic:                                     # tilts xy, xz, yz; the bounding box's corner moved
+        assert r[0].box.rows[1, 0] == 1.25 and r[0].box.rows[2].tolist()[:2] == [-0.5, 0.75]
+        assert r[0].box.origin.tolist() == [-1.5 + 0.5, 0.25, -3.0] and r[0].box.rows[0, 0] == 21.5 - 1.75
+    # ASE reads the ragged record; MDAnalysis, which holds one atom count, refuses it naming the frame
+    images = ase.io.read(str(out), index=":")
+    assert [len(a) for a in images] == [5, 9, 3, 12] and images[1].get_chemical_symbols()[0] in "CHO"
+    assert images[2].arrays["ix"].tolist() == want[2]["img"][:, 0].tolist()
+    with pytest.raises(mrec.MrecError) as e:
+        universe(str(out))
+    assert e.value.kind == "row_count_mismatch" and "frame 1" in str(e.value)
+
+
+DUMPS = ["LAMMPSDUMP", "LAMMPSDUMP_additional_columns", "LAMMPSDUMP_allcoords", "LAMMPSDUMP_allinfo",
+         "LAMMPSDUMP_chain1", "LAMMPSDUMP_image_vf", "LAMMPSDUMP_nomass_elemx", "LAMMPSDUMP_non_linear",
+         "LAMMPSDUMP_triclinic"]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")     # MDAnalysis: "Reader has no dt information"
+@pytest.mark.parametrize("name", DUMPS)
+def test_mdanalysistests_dumps_match_mdanalysis(tmp_path, name):
+    src = getattr(D, name)
+    out = tmp_path / "d.mrec"
+    cli("convert", src, out, "--format", "LAMMPSDUMP")
+    u = universe(src, format="LAMMPSDUMP")
+    r = mrec.TrajectoryReader(out)
+    assert len(r) == u.trajectory.n_frames
+    scaled = mrec.read_record(out).meta["converted_from"]["coordinates"].startswith("scaled")
+    for ts in u.trajectory:
+        f = r[ts.frame]
+        assert r.steps[ts.frame] == ts.data["step"]
+        # MDAnalysis parses into float32 and subtracts the box's lower corner (from scaled positions
+        # too, which it never added to them); mrec keeps the text's binary64 Cartesian positions, the
+        # corner being the cell's origin
+        shift = f.box.origin * (2 if scaled else 1)
+        np.testing.assert_allclose(f.positions - shift, ts.positions, rtol=2e-7, atol=2e-6)
+        np.testing.assert_allclose(f.box.dimensions, ts.dimensions, rtol=1e-6)
+        if ts.has_velocities:
+            np.testing.assert_allclose(f.velocities, ts.velocities, rtol=2e-7, atol=1e-6)
+    atoms = r[0].blocks["atoms"]
+    assert atoms["id"].tolist() == sorted(atoms["id"].tolist())
+
+
+def test_dump_without_coordinates_and_a_cut_dump_are_refused_naming_the_line(tmp_path):
+    p = cli("convert", D.LAMMPSDUMP_nocoords, tmp_path / "n.mrec", "--format", "LAMMPSDUMP", check=False)
+    assert p.returncode == 2 and "line 42: 3 values" in p.stderr and "Traceback" not in p.stderr
+    bare = tmp_path / "bare.lammpstrj"
+    bare.write_text("ITEM: TIMESTEP\n0\nITEM: NUMBER OF ATOMS\n1\nITEM: BOX BOUNDS pp pp pp\n0 1\n0 1\n0 1\n"
+                    "ITEM: ATOMS id type\n1 1\n")
+    p = cli("convert", bare, tmp_path / "b.mrec", check=False)
+    assert p.returncode == 2 and "line 10: no coordinates" in p.stderr and not (tmp_path / "b.mrec").exists()
+    src = tmp_path / "cut.lammpstrj"
+    write_dump(src, [4, 6])
+    text = src.read_text()
+    src.write_text(text[: len(text) - 40])
+    from mrec.md.convert import convert
+    with pytest.raises(RefusalError) as e:
+        convert(src, tmp_path / "c.mrec")
+    assert e.value.kind == "bad_input" and "line" in str(e.value) and not (tmp_path / "c.mrec").exists()
+
+
+def test_lammps_types_to_elements_and_image_flags_into_extxyz(tmp_path):
+    src = D.LAMMPSDUMP_image_vf
+    rec = tmp_path / "vf.mrec.zip"
+    cli("convert", src, rec, "--format", "LAMMPSDUMP")
+    back = tmp_path / "vf.extxyz"
+    p = cli("convert", rec, back, check=False)                  # types 1, 2 with no mass naming an element
+    assert p.returncode == 2 and "--type-map" in p.stderr and not back.exists()
+    cli("convert", rec, back, "--type-map", "1=C,2=O")
+    images = ase.io.read(str(back), index=":")
+    r = mrec.TrajectoryReader(rec)
+    assert len(images) == len(r) == 3
+    for k, a in enumerate(images):
+        cols = r[k].blocks["atoms"]
+        assert a.get_chemical_symbols() == [{"1": "C", "2": "O"}[t] for t in cols["type"]]
+        assert a.arrays["ix"].tolist() == cols["ix"].tolist() and a.arrays["iz"].tolist() == cols["iz"].tolist()
+        assert a.positions.tobytes() == r[k].positions.tobytes()
+        assert a.info["step"] == r.steps[k]
+    assert r[1].blocks["atoms"]["ix"].tolist()[:4] == [1, 1, -1, 0]    # the image flags of the dump (ids 1-4)
+    # into mrec with the map: the element column; with a data topology: the system section and its bonds
+    named = tmp_path / "named.mrec"
+    cli("convert", src, named, "--format", "LAMMPSDUMP", "--type-map", "1=C,2=O")
+    assert mrec.TrajectoryReader(named)[0].blocks["atoms"]["element"].tolist()[:2] == ["C", "C"]
+    topo = tmp_path / "topo.mrec"
+    cli("convert", src, topo, "--format", "LAMMPSDUMP", "--top", D.LAMMPS_image_vf, "--type-map", "1=C,2=O")
+    got = mrec.read_record(topo)
+    assert got.system.blocks["atoms"]["element"].tolist() == ["C", "C", "O", "O", "O", "O", "O"]
+    assert "bonds" in got.system.blocks and "ix" in got.trajectory.schema.blocks["atoms"].columns
+    u = universe(str(topo), format="MREC", topology_format="MREC")
+    assert len(u.bonds) == 1 and list(u.atoms.elements[:2]) == ["C", "C"]
+    p = cli("convert", src, tmp_path / "bad.mrec", "--format", "LAMMPSDUMP", "--type-map", "1=C", check=False)
+    assert p.returncode == 2 and "type(s) 2" in p.stderr

@@ -25,6 +25,9 @@ def add_convert_command(sub) -> argparse.ArgumentParser:
                    help="topology for MDAnalysis (PSF, TPR, PRMTOP, PDB, GRO, LAMMPS data, ...)")
     p.add_argument("--format", dest="fmt", metavar="NAME", default=None,
                    help="MDAnalysis format of IN when its extension does not tell (e.g. LAMMPSDUMP)")
+    p.add_argument("--type-map", dest="type_map", metavar="TYPE=ELEMENT,...", default=None,
+                   help="the element of each LAMMPS atom type, e.g. 1=C,2=O (default: from the types' masses "
+                        "when the dump or --top gives them); also names the species of an extxyz / xyz OUT")
     p.add_argument("--frames", metavar="START:STOP[:STEP]", default=None, help="only these frames (a Python slice)")
     p.add_argument("--select", metavar="SELECTION", default=None,
                    help="only these atoms, with their topology: an MDAnalysis selection string, e.g. 'protein'")
@@ -54,7 +57,7 @@ def run_convert(args) -> int:
         try:
             res = convert(args.src, args.out, top=args.top, frames=args.frames, select=args.select,
                           precision=args.precision, profile=args.profile, compression=args.compression,
-                          fmt=args.fmt, overwrite=args.overwrite, progress=bar)
+                          fmt=args.fmt, overwrite=args.overwrite, progress=bar, type_map=args.type_map)
         except RefusalError as exc:
             if exc.kind != "exists":
                 raise

@@ -151,7 +151,7 @@ def _partial(out: str) -> str:
 
 def convert(src, out, *, top=None, frames=None, select: str | None = None, precision: float | None = None,
             profile: str = "reference", compression="auto", fmt: str | None = None, overwrite: bool = False,
-            progress=None) -> ConvertResult:
+            progress=None, type_map=None) -> ConvertResult:
     """Convert ``src`` to ``out``; one of them is an mrec record (``*.mrec`` / ``*.mrec.zip``).
 
     ``src`` -- a path, or a list of trajectory files read one after the other into one record
@@ -162,7 +162,9 @@ def convert(src, out, *, top=None, frames=None, select: str | None = None, preci
     shuffled and zstd-compressed, :mod:`mrec.md.sizing`), ``None`` / ``"none"``, or the writer's
     knob; ``fmt`` -- the source's MDAnalysis format name when its extension does not tell
     (``LAMMPSDUMP`` ...); ``progress`` -- True (a bar on stderr), False / None (none), or a
-    :class:`~mrec.md.progress.FrameBar`.
+    :class:`~mrec.md.progress.FrameBar`; ``type_map`` -- the element of each LAMMPS atom type,
+    ``{"1": "C", "2": "O"}`` or ``"1=C,2=O"`` (into mrec: the ``element`` column; out to extxyz / xyz:
+    the species), by default from the types' masses when the dump or topology gives them.
     """
     from .parts import source_list
     srcs, out = source_list(src), os.fspath(out)
@@ -178,10 +180,11 @@ def convert(src, out, *, top=None, frames=None, select: str | None = None, preci
         if is_mrec_path(srcs[0]) and not is_mrec_path(out):
             if len(srcs) > 1 or select is not None:
                 raise RefusalError("out of mrec, convert takes one record and no --select", kind="bad_argument")
-            res = _export(srcs[0], out, sel, overwrite=overwrite, progress=bar)
+            res = _export(srcs[0], out, sel, overwrite=overwrite, progress=bar, type_map=type_map)
         elif is_mrec_path(out):
             res = _into_mrec(srcs, out, top=top, sel=sel, select=select, precision=precision, profile=profile,
-                             compression=compression, fmt=fmt, overwrite=overwrite, progress=bar)
+                             compression=compression, fmt=fmt, overwrite=overwrite, progress=bar,
+                             type_map=type_map)
         else:
             raise MrecError(f"one side of a conversion is an mrec record (*.mrec or *.mrec.zip): "
                             f"{' '.join(srcs)} -> {out}")
@@ -201,7 +204,8 @@ def _progress_bar(progress):
 
 
 def _into_mrec(srcs: list[str], out: str, *, top, sel, select, precision, profile, compression, fmt, overwrite,
-               progress) -> ConvertResult:
+               progress, type_map=None) -> ConvertResult:
+    from .lammps import import_dump, is_dump
     from .sizing import finish_record, md_compression
     if precision is not None and not (isinstance(precision, (int, float)) and precision > 0):
         raise MrecError(f"--precision {precision!r} is not a positive number (Å)")
@@ -211,9 +215,10 @@ def _into_mrec(srcs: list[str], out: str, *, top, sel, select, precision, profil
         if low.endswith(c):
             low = low[: -len(c)]
     ase = fmt is None and low.endswith(ASE_SUFFIXES)
-    if ase and (len(srcs) > 1 or select is not None):
-        raise RefusalError("several inputs and --select are for MDAnalysis sources (an extxyz / ASE .traj "
-                           "is converted alone, whole)", path=src, kind="bad_argument")
+    dump = not ase and is_dump(src, fmt)
+    if (ase or dump) and (len(srcs) > 1 or select is not None):
+        raise RefusalError("several inputs and --select are for MDAnalysis sources (an extxyz / ASE .traj / "
+                           "LAMMPS dump is converted alone, whole)", path=src, kind="bad_argument")
     compression = md_compression(compression, profile)
     _refuse_existing(out, overwrite)
     # written in a temporary sibling of this run's own, moved or packed into place when complete:
@@ -224,6 +229,9 @@ def _into_mrec(srcs: list[str], out: str, *, top, sel, select, precision, profil
     try:
         if ase:
             res = _import_ase(src, live, sel, precision, profile, compression, progress)
+        elif dump:
+            res = import_dump(src, live, top=top, sel=sel, precision=precision, profile=profile,
+                              compression=compression, progress=progress, type_map=type_map)
         else:
             res = _import_mda(srcs, live, top, sel, precision, profile, compression, fmt, progress, select=select)
     except BaseException:
@@ -537,9 +545,11 @@ def record_units(rec) -> tuple[float, float]:
     return lf, tf
 
 
-def _export(src, out, sel, *, overwrite, progress) -> ConvertResult:
+def _export(src, out, sel, *, overwrite, progress, type_map=None) -> ConvertResult:
     from ..record.record import read_record
     from .atoms import atoms_view
+    from .lammps import named_species, parse_type_map
+    type_map = parse_type_map(type_map)
     _refuse_existing(out, overwrite)
     if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
         raise StoreError("cannot create it: the folder it goes in does not exist", path=out)
@@ -563,12 +573,15 @@ def _export(src, out, sel, *, overwrite, progress) -> ConvertResult:
             if low.endswith(TEXT_OUT):
                 from .text import write_extxyz, write_pdb, write_xyz
                 res.reader = "mrec text writer"
+                skipped: set[str] = set()
                 with open(tmp, "w") as fh:
                     for k, i in enumerate(idx):
                         view = _scaled(atoms_view(r[i], rec.system), lf)
+                        if not low.endswith(".pdb"):      # ASE reads extxyz / xyz species as elements
+                            named_species(view, type_map, f"frame {i}")
                         t = None if times is None else float(times[i]) * tf
                         if low.endswith(".extxyz"):
-                            write_extxyz(fh, view, step=int(steps[i]), time=t)
+                            write_extxyz(fh, view, step=int(steps[i]), time=t, skipped=skipped)
                         elif low.endswith(".xyz"):
                             write_xyz(fh, view, step=int(steps[i]), time=t)
                         else:
@@ -576,6 +589,7 @@ def _export(src, out, sel, *, overwrite, progress) -> ConvertResult:
                         counts.append(view.n)
                         if progress is not None:
                             progress.update(len(counts))
+                res.skipped.extend(f"{name} (extxyz cannot hold it)" for name in sorted(skipped))
             else:
                 counts = _export_mda(src, idx, tmp, out, progress, res)
             os.replace(tmp, out)

@@ -411,3 +411,28 @@ def test_lammps_types_to_elements_and_image_flags_into_extxyz(tmp_path):
     assert len(u.bonds) == 1 and list(u.atoms.elements[:2]) == ["C", "C"]
     p = cli("convert", src, tmp_path / "bad.mrec", "--format", "LAMMPSDUMP", "--type-map", "1=C", check=False)
     assert p.returncode == 2 and "type(s) 2" in p.stderr
+
+
+# -- units of mass and charge: stated by every MD surface, shown by mrec info ---------------------
+
+def test_mass_and_charge_units_are_stated_by_every_surface_and_shown(tmp_path):
+    made = {}
+    made["convert"] = tmp_path / "adk.mrec"
+    cli("convert", D.DCD, made["convert"], "--top", D.PSF, "--frames", "0:1")
+    made["writer"] = tmp_path / "w.mrec"
+    u = universe(D.PSF, D.DCD)
+    with mda.Writer(str(made["writer"]), n_atoms=len(u.atoms), format="MREC") as w:
+        w.write(u.atoms)
+    made["ase"] = tmp_path / "a.mrec"
+    ase.io.write(str(made["ase"]), rich_images(), format="mrec")
+    made["dump"] = tmp_path / "d.mrec"
+    write_dump(tmp_path / "d.lammpstrj", [2, 3], units=None)
+    cli("convert", tmp_path / "d.lammpstrj", made["dump"])
+    for how, path in made.items():
+        rec = mrec.read_record(path)
+        units = (rec.system.meta if rec.system is not None else rec.meta)["units"]
+        assert units["mass"] == "amu" and units["charge"] == "e", how
+        text = cli("info", path).stdout
+        assert "mass amu" in text and "charge e" in text, (how, text)
+        assert json.loads(cli("info", path, "--json").stdout)["units"]["mass"] == "amu"
+    assert mrec.read_record(made["dump"]).meta["units"] == {"length": "angstrom", "mass": "amu", "charge": "e"}

@@ -370,3 +370,14 @@ def test_several_inputs_need_an_mdanalysis_source(tmp_path):
     x.write_text("1\nProperties=species:S:1:pos:R:3\nH 0 0 0\n")
     p = cli("convert", x, x, tmp_path / "o.mrec", check=False)
     assert p.returncode == 2 and "MDAnalysis sources" in p.stderr and p.stderr.count("\n") == 1
+
+
+def test_readme_says_how_long_make_test_takes_and_how_to_run_a_subset():
+    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    assert re.search(r"`make test` is\s+long: about \d+ minutes", text)
+    examples = re.findall(r'make test PYTEST_ARGS="([^"]+)"', text)
+    assert len(examples) >= 2 and any("-k" in e for e in examples)
+    for e in examples:                               # the files they name exist
+        for word in e.split():
+            if word.startswith("spec_tests/"):
+                assert os.path.exists(os.path.join(ROOT, word)), word

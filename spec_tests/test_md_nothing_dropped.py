@@ -156,8 +156,9 @@ def test_ase_a_step_that_does_not_increase_and_a_key_that_disappears_are_refused
 
 def test_extxyz_info_step_and_arrays_through_convert_and_back(tmp_path):
     imgs = rich_images()
-    for a in imgs:
+    for k, a in enumerate(imgs):
         a.info.pop("labels")                  # extxyz holds flat values only
+        a.info["time"] = 0.25 * k             # an ASE image's time: per-step meta, not the record's time
         a.set_constraint()
         a.calc = SinglePointCalculator(a, energy=a.info["temperature"] / 100.0)
     src = tmp_path / "in.extxyz"

@@ -36,8 +36,8 @@ def _num(v: float) -> str:
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-#: keys mrec writes in an extxyz header itself
-_OWN_KEYS = frozenset(("step", "time", "Lattice", "Properties", "pbc"))
+#: keys mrec writes in an extxyz header itself (``step`` and ``time`` when the frame has them)
+_OWN_KEYS = frozenset(("Lattice", "Properties", "pbc"))
 #: 3x3 keys ASE reads from 9 numbers in Fortran order
 _SPECIAL_3_3 = frozenset(("virial", "stress"))
 #: mrec column -> the extxyz property ASE reads into its own field
@@ -85,13 +85,13 @@ def _full_3x3(v: np.ndarray) -> np.ndarray | None:
     return None
 
 
-def _header_meta(meta: dict, skipped: set[str] | None) -> list[str]:
+def _header_meta(meta: dict, skipped: set[str] | None, own: frozenset[str]) -> list[str]:
     out = []
     ek = energy_keys(meta)
     if ek is not None and ek != "energy" and isinstance(meta[ek], (int, float, np.integer, np.floating)):
         out.append(f"energy={_token(meta[ek])}")
     for k, v in meta.items():
-        if k in _OWN_KEYS:
+        if k in own:
             continue
         text = _header_value(k, v) if _NAME.match(k) else None
         if text is None:
@@ -166,7 +166,8 @@ def write_extxyz(out: IO[str], view: AtomsView, *, step: int | None = None, time
     header.append(f"Properties={props}")
     if box is not None:
         header.append('pbc="' + " ".join("T" if b else "F" for b in box.boundary) + '"')
-    header.extend(_header_meta(view.meta, skipped))
+    own = _OWN_KEYS | {k for k, v in (("step", step), ("time", time)) if v is not None}
+    header.extend(_header_meta(view.meta, skipped, own))
     if step is not None:
         header.append(f"step={int(step)}")
     if time is not None:

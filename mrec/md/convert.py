@@ -250,8 +250,8 @@ def _creator() -> dict:
 
 
 def _topology_system(u, skipped: list, relations: bool = True) -> tuple[dict, list[str]]:
-    """system blocks from the topology attributes of an MDAnalysis Universe or AtomGroup (bonds,
-    angles and dihedrals only with ``relations``: their indices are the Universe's)."""
+    """system blocks from the topology attributes of an MDAnalysis Universe or AtomGroup (with
+    ``relations``, the bonds, angles and dihedrals lying wholly inside it, renumbered to it)."""
     from .topology import atom_columns
     atoms = u.atoms
     cols = atom_columns(atoms, skipped)

@@ -15,22 +15,11 @@ import mrec
 
 import MDAnalysis as mda                                   # noqa: E402
 import MDAnalysisTests.datafiles as D                      # noqa: E402
+from mdtools import cli, universe  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def cli(*args, check=True):
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    p = subprocess.run([sys.executable, "-m", "mrec", *map(str, args)], capture_output=True, text=True, env=env)
-    if check and p.returncode != 0:
-        raise AssertionError(f"mrec {args}: exit {p.returncode}: {p.stderr}")
-    return p
-
-
-def universe(*files, **kw):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return mda.Universe(*files, **kw)
 
 
 def positions(r, i):

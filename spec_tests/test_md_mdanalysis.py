@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import pickle
-import warnings
 
 import numpy as np
 import pytest
@@ -14,12 +13,8 @@ from MDAnalysis.analysis import rms
 import mrec
 import mrec.mdanalysis  # noqa: F401 - registers the MREC format
 from mrec.md.convert import convert
+from mdtools import universe  # noqa: E402
 
-
-def universe(*a, **k):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return mda.Universe(*a, **k)
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import warnings
 
 import numpy as np
 import pytest
@@ -37,13 +34,6 @@ def registered():
         define_io_format("mrec", **mrec_format._asdict(), external=True)
     yield
 
-
-def cli(*args, check=True):
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    p = subprocess.run([sys.executable, "-m", "mrec", *map(str, args)], capture_output=True, text=True, env=env)
-    if check and p.returncode != 0:
-        raise AssertionError(f"mrec {args}: exit {p.returncode}: {p.stderr}")
-    return p
 
 
 def same_value(a, b) -> bool:
@@ -185,16 +175,12 @@ import MDAnalysis as mda                                   # noqa: E402
 import MDAnalysisTests.datafiles as D                      # noqa: E402
 
 import mrec.mdanalysis  # noqa: E402,F401 - registers the MREC format
+from mdtools import cli, universe  # noqa: E402
 
 ATTRS = ("ids", "names", "types", "elements", "masses", "charges", "resids", "resnums", "resnames", "segids",
          "chainIDs", "icodes", "altLocs", "occupancies", "tempfactors", "record_types", "moltypes", "molnums",
          "formalcharges", "radii")
 
-
-def universe(*files, **kw):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return mda.Universe(*files, **kw)
 
 
 def check_topology(got, want) -> None:

@@ -264,12 +264,22 @@ KILLER = textwrap.dedent("""
     import importlib, os, signal, sys
     sys.path.insert(0, {repo!r})
     P, R = importlib.import_module("mrec.pack"), importlib.import_module("mrec.repack")
+    T = importlib.import_module("mrec.md.text")
 
     def die(*a, **k):
         os.kill(os.getpid(), signal.SIGKILL)
 
     op, src, zip_, out = sys.argv[1:5]
     calls = [0]
+
+    def second_kills(real):
+        def second(*a, **k):
+            calls[0] += 1
+            if calls[0] == 2:
+                die()
+            return real(*a, **k)
+        return second
+
     if op == "pack":
         P._verify_archive = die
         P.pack(src, out=out, keep=True)
@@ -277,14 +287,11 @@ KILLER = textwrap.dedent("""
         P.remove_tree = die
         P.pack(src, out=out)
     elif op == "unpack":
-        real = P._extract_entry
-        def second(*a, **k):
-            calls[0] += 1
-            if calls[0] == 2:
-                die()
-            return real(*a, **k)
-        P._extract_entry = second
+        P._extract_entry = second_kills(P._extract_entry)
         P.unpack(zip_, out=out)
+    elif op == "export":
+        T.write_xyz = second_kills(T.write_xyz)
+        importlib.import_module("mrec.md.convert").convert(src, out)
     else:
         R._write_shards = die
         R.repack(src, out, overwrite=True)
@@ -292,7 +299,7 @@ KILLER = textwrap.dedent("""
 
 
 def _leftovers(d: Path) -> set[str]:
-    return {e for e in os.listdir(d) if ".mrec-tmp-" in e}
+    return {e for e in os.listdir(d) if ".mrec-tmp-" in e or e.endswith(".mrec-partial")}
 
 
 def _kill_mid(op: str, src: Path, zip_: Path, out: Path) -> set[str]:
@@ -305,31 +312,32 @@ def _kill_mid(op: str, src: Path, zip_: Path, out: Path) -> set[str]:
     return left
 
 
-KILLED = {                       # op -> (OUT's name, kind of leftover, the next run into OUT)
-    "pack": ("out.mrec.zip", "file", lambda w, out: pack(w["src"], out=out, keep=True, overwrite=True)),
-    "unpack": ("out.mrec", "dir", lambda w, out: unpack(w["zip"], out=out)),
-    "repack_dir": ("out.mrec", "dir", lambda w, out: repack(w["src"], out, overwrite=True)),
-    "repack_zip": ("out.mrec.zip", "dir", lambda w, out: repack(w["src"], out, overwrite=True)),
+KILLED = {       # op -> (OUT's name, kind of leftover, the next run into OUT, the leftover's name suffix)
+    "pack": ("out.mrec.zip", "file", lambda w, out: pack(w["src"], out=out, keep=True, overwrite=True), ""),
+    "unpack": ("out.mrec", "dir", lambda w, out: unpack(w["zip"], out=out), ""),
+    "repack_dir": ("out.mrec", "dir", lambda w, out: repack(w["src"], out, overwrite=True), ""),
+    "repack_zip": ("out.mrec.zip", "dir", lambda w, out: repack(w["src"], out, overwrite=True), ""),
+    "export": ("out.xyz", "file", lambda w, out: convert(w["src"], out), ".mrec-partial"),
 }
 
 
-def _bait(world, d: Path, name: str, kind: str, other_kind: bool):
+def _bait(world, d: Path, name: str, kind: str, other_kind: bool, suffix: str = ""):
     """Things beside OUT the next run must leave: a link, the other kind (unless the run makes both:
     repack into a zip packs too) and another OUT's name, all in the leftover's name pattern, and one
     a live run holds (its flock taken here)."""
     from mrec.fs.posix import PosixFileSystem
     stem = f".{name}.mrec-tmp-"
     baits = {}
-    os.symlink(world["outside"], d / f"{stem}11111111")
-    baits[f"{stem}11111111"] = "link"
+    os.symlink(world["outside"], d / f"{stem}11111111{suffix}")
+    baits[f"{stem}11111111{suffix}"] = "link"
     if other_kind:
-        other = d / f"{stem}22222222"
+        other = d / f"{stem}22222222{suffix}"
         (other.write_bytes(b"x") if kind == "dir" else other.mkdir())
         baits[other.name] = "other kind"
-    foreign = d / f".another{name}.mrec-tmp-33333333"
+    foreign = d / f".another{name}.mrec-tmp-33333333{suffix}"
     (foreign.mkdir() if kind == "dir" else foreign.write_bytes(b"x"))
     baits[foreign.name] = "another name"
-    live = d / f"{stem}44444444"
+    live = d / f"{stem}44444444{suffix}"
     (live.mkdir() if kind == "dir" else live.write_bytes(b"x"))
     held = PosixFileSystem().lock(str(live), directory=kind == "dir")
     baits[live.name] = "live"
@@ -338,11 +346,11 @@ def _bait(world, d: Path, name: str, kind: str, other_kind: bool):
 
 @pytest.mark.parametrize("op", sorted(KILLED))
 def test_the_next_run_removes_what_a_killed_one_left_and_nothing_else(world, op):
-    name, kind, again = KILLED[op]
+    name, kind, again, suffix = KILLED[op]
     out = world["work"] / name
     left = _kill_mid(op, world["src"], world["zip"], out)
     assert all((out.parent / e).is_dir() == (kind == "dir") for e in left), left
-    baits, held = _bait(world, out.parent, name, kind, op != "repack_zip")
+    baits, held = _bait(world, out.parent, name, kind, op != "repack_zip", suffix)
     before = snapshot(world["outside"])
     try:
         again(world, out)
@@ -350,8 +358,10 @@ def test_the_next_run_removes_what_a_killed_one_left_and_nothing_else(world, op)
         held.release(remove=False)
     assert _leftovers(out.parent) == set(baits), (_leftovers(out.parent), baits)
     assert snapshot(world["outside"]) == before
-    got = mrec.read_record(out)
-    assert len(got.trajectory) == 4
+    if op == "export":                      # the same 4 frames as the export that was never killed
+        assert out.read_bytes() == world["xyz"].read_bytes()
+    else:
+        assert len(mrec.read_record(out).trajectory) == 4
 
 
 def test_a_pack_killed_while_removing_its_source_is_cleaned_by_the_next_pack_of_that_name(world):

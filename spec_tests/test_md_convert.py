@@ -178,7 +178,7 @@ def test_extxyz_with_changing_atom_counts_round_trip(tmp_path):
     # an XTC holds one atom count: refused, naming the first frame where it changes
     p = cli("convert", out, tmp_path / "x.xtc", check=False)
     assert p.returncode == 2 and "atom count changes at frame 1 (3 -> 5 atoms)" in p.stderr and "extxyz" in p.stderr
-    assert not (tmp_path / "x.xtc").exists() and not (tmp_path / "x.xtc.mrec-partial").exists()
+    assert not (tmp_path / "x.xtc").exists() and not [e for e in os.listdir(tmp_path) if "mrec-partial" in e]
 
 
 def test_back_out_to_xtc_dcd_pdb(tmp_path):

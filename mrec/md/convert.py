@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import time as _time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -137,16 +136,16 @@ def _refuse_existing(out: str, overwrite: bool) -> None:
         raise RefusalError(f"{out} already exists ({OVERWRITE_HINT} to replace it)", path=out, kind="exists")
 
 
-def _partial(out: str) -> str:
-    """A new empty file of this run's own beside ``out`` (``<out>.<8 hex>.mrec-partial``, made
-    exclusively: never an existing file, never through a link)."""
-    while True:
-        tmp = f"{out}.{secrets.token_hex(4)}.mrec-partial"
-        try:
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644))
-            return tmp
-        except FileExistsError:
-            continue
+def _partial(out: str):
+    """A new empty file of this run's own beside ``out`` (``.<out>.mrec-tmp-<8 hex>.mrec-partial``,
+    an :class:`~mrec.record.replace.OwnedTemp`: made exclusively under the parent's lock, never an
+    existing file nor through a link, ``flock``-ed for the run's life), after removing the partials
+    of ``out`` a killed export left (their lock free)."""
+    from ..fs import DEFAULT_FS
+    from ..record.replace import OwnedTemp
+    owned = OwnedTemp(DEFAULT_FS, os.fspath(out), directory=False, suffix=".mrec-partial")
+    owned.start()
+    return owned
 
 
 def convert(src, out, *, top=None, frames=None, select: str | None = None, precision: float | None = None,
@@ -568,7 +567,8 @@ def _export(src, out, sel, *, overwrite, progress, type_map=None) -> ConvertResu
         counts: list[int] = []
         if os.path.isdir(out):
             raise RefusalError(f"{out} is a directory: not replaced by a file", path=out, kind="exists")
-        tmp = _partial(out)
+        owned = _partial(out)
+        tmp = owned.path
         try:
             if low.endswith(TEXT_OUT):
                 from .text import write_extxyz, write_pdb, write_xyz
@@ -594,9 +594,10 @@ def _export(src, out, sel, *, overwrite, progress, type_map=None) -> ConvertResu
                 counts = _export_mda(src, idx, tmp, out, progress, res)
             os.replace(tmp, out)
         except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            owned.discard()
             raise
+        finally:
+            owned.release()
     res.frames = len(counts)
     res.atoms = counts[0] if counts and len(set(counts)) == 1 else sorted(set(counts))
     return res

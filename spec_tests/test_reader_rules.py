@@ -40,11 +40,22 @@ def _edit_json(path, edit) -> None:
 
 # -- a frame that is no frame ----------------------------------------------------------------------
 
-def _writer(tmp_path, **kw):
+def _schema() -> mrec.SequenceSchema:
     s = mrec.SequenceSchema()
     s.declare_block("atoms", rows=3)
     s.declare_column("atoms", "x", "f64")
-    return mrec.TrajectoryWriter.create(tmp_path / "t.mrec", s, **kw)
+    return s
+
+
+def _writer(tmp_path, **kw):
+    return mrec.TrajectoryWriter.create(tmp_path / "t.mrec", _schema(), **kw)
+
+
+def _one_frame(tmp_path) -> str:
+    """``tmp_path/t.mrec`` holding one committed 3-row frame; its path."""
+    with _writer(tmp_path) as w:
+        w.append({"blocks": {"atoms": {"x": np.arange(3.0)}}})
+    return str(tmp_path / "t.mrec")
 
 
 @pytest.mark.parametrize("bad", [None, [1, 2], 5, "frame", (1,), b"x", 1.5])
@@ -251,15 +262,10 @@ def test_a_trajectory_without_a_cell_and_an_empty_box_leftover_state(tmp_path):
     """The refusal needs the box folder: a trajectory that never had a cell has none and reads as
     an open system; a cell whose first commit a crash cut (folder and a temp file, nstep 0) is no
     committed cell either."""
-    path = str(tmp_path / "t.mrec")
-    s = mrec.SequenceSchema()
-    s.declare_block("atoms", rows=3)
-    s.declare_column("atoms", "x", "f64")
-    with mrec.TrajectoryWriter.create(path, s) as w:
-        w.append({"blocks": {"atoms": {"x": np.arange(3.0)}}})
+    path = _one_frame(tmp_path)
     assert not os.path.exists(os.path.join(path, "trajectory", "box"))
     assert mrec.TrajectoryReader(path)[0].box is None and validate(path, deep=True).ok
-    w = mrec.TrajectoryWriter.create(str(tmp_path / "c.mrec"), s)
+    w = mrec.TrajectoryWriter.create(str(tmp_path / "c.mrec"), _schema())
     w.close()
     os.makedirs(os.path.join(tmp_path, "c.mrec", "trajectory", "box"))
     with open(os.path.join(tmp_path, "c.mrec", "trajectory", "box", ".mrec-tmp-zarr.json.0123abcd"), "wb") as f:
@@ -360,12 +366,7 @@ def test_the_bound_is_what_the_stored_chunks_can_hold(tmp_path, monkeypatch):
 def test_validate_deep_on_a_huge_nstep_is_bounded_by_what_is_stored(tmp_path, e):
     """nstep 2^40 / 2^62 (one stored frame, a progression, a column declared 3 x 2^40 rows): the deep
     frame walk resolved every ordinal (past 10 s, never ending); it now walks what the store holds."""
-    path = str(tmp_path / "t.mrec")
-    s = mrec.SequenceSchema()
-    s.declare_block("atoms", rows=3)
-    s.declare_column("atoms", "x", "f64")
-    with mrec.TrajectoryWriter.create(path, s) as w:
-        w.append({"blocks": {"atoms": {"x": np.arange(3.0)}}})
+    path = _one_frame(tmp_path)
     _edit_json(os.path.join(path, "trajectory", "zarr.json"), lambda d: d["attributes"].update(
         nstep=2**e, step_progression={"start": 0, "stride": 1}))
     if e == 40:

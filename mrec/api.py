@@ -1,15 +1,15 @@
 """The public surface re-exported by ``import mrec``."""
-from .record.forcefield import ForceField
-from .record.metrics import Metrics, MetricSeries
-from .record.model import Box, Frame
-from .record.nodes import Group
-from .record.observables import Observable
+from .record.sections.forcefield import ForceField
+from .record.sections.metrics import Metrics, MetricSeries
+from .record.model.frame import Box, Frame
+from .record.sections.nodes import Group
+from .record.sections.observables import Observable
 from .record.record import (Record, read_frame, read_group, read_record, sections, write_frame, write_record,
                             write_section)
-from .record.schema import ABSENT, SequenceSchema
-from .record.trajectory_read import TrajectoryReader
-from .record.trajectory_write import TrajectoryWriter
-from .pack import pack, unpack
+from .record.model.schema import ABSENT, SequenceSchema
+from .record.trajectory.reader import TrajectoryReader
+from .record.trajectory.writer import TrajectoryWriter
+from .archive.pack import pack, unpack
 
 __all__ = ["Box", "Frame", "SequenceSchema", "ABSENT", "TrajectoryReader", "TrajectoryWriter", "pack", "unpack",
            "Record", "write_record", "read_record", "read_frame", "sections", "Observable", "Metrics",

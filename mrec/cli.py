@@ -30,7 +30,7 @@ def _array_summary(store, node_path: str, node) -> dict:
 
 
 def _info(path: str, as_json: bool) -> int:
-    from .record.trajectory_read import TrajectoryReader, open_store
+    from .record.trajectory.reader import TrajectoryReader, open_store
     from .zarr.array import read_node
     from .zarr.metadata import ArrayMetadata, GroupMetadata
     store = open_store(path)
@@ -136,7 +136,7 @@ def _print_arrays(arrays: list[dict]) -> None:
 
 def _forcefield_info(store) -> dict:
     """The force field of ``mrec info``: its document's keys and one entry per style table."""
-    from .record.forcefield import block_name, read_forcefield
+    from .record.sections.forcefield import block_name, read_forcefield
     try:
         ff, _ = read_forcefield(store)
     except MrecError as exc:                      # info still describes the rest; validate says more
@@ -171,7 +171,7 @@ def _print_forcefield(d: dict) -> None:
 
 def _validate(path: str, deep: bool, as_json: bool) -> int:
     from .progress import Bar
-    from .validate import validate
+    from .check.validate import validate
     from .fs.remote import is_url
     if not is_url(path) and not os.path.exists(path):
         raise MrecError("no such file or directory", path=path)
@@ -362,9 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deep", action="store_true", help="decode every chunk (crc32c), resolve every frame, "
                    "check zip CRCs and precision grids")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    from .repair import add_repair_command
+    from .check.repair import add_repair_command
     add_repair_command(sub)
-    from .repack import add_repack_command
+    from .archive.repack import add_repack_command
     add_repack_command(sub)
     p = sub.add_parser("fixtures", help="write the golden fixture catalogue (valid and invalid stores + sidecars)",
                        description="Write the golden fixture catalogue: the same bytes as the committed fixtures/.")
@@ -447,12 +447,12 @@ def _run(args) -> int:
     if args.cmd in ("repair", "repack"):
         return args.func(args)
     if args.cmd == "fixtures":
-        from .fixtures import make_fixtures, summary
+        from .check.fixtures import make_fixtures, summary
         out = Path(args.out)
         print(summary(out, make_fixtures(out)))
         return 0
     if args.cmd == "pack":
-        from .pack import pack
+        from .archive.pack import pack
         from .progress import Bar
         try:
             with Bar("pack") as bar:
@@ -464,7 +464,7 @@ def _run(args) -> int:
         print(out)
         return 0
     if args.cmd == "unpack":
-        from .pack import unpack
+        from .archive.pack import unpack
         from .progress import Bar
         with Bar("unpack") as bar:
             out = unpack(args.path, keep=args.keep, progress=bar)

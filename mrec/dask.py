@@ -38,7 +38,7 @@ def _dask_array():
 
 
 def _store(path: str, options_json: str):
-    from .record.trajectory_read import open_store
+    from .record.trajectory.reader import open_store
     key = (path, options_json)
     with _LOCK:
         st = _OPEN.get(key)
@@ -76,7 +76,7 @@ def _read_xyz(path: str, options_json: str, array_paths: tuple, lo: int, hi: int
 
 def _source(src, storage_options):
     """(path, options JSON, reader) of a path, URL or TrajectoryReader."""
-    from .record.trajectory_read import TrajectoryReader
+    from .record.trajectory.reader import TrajectoryReader
     if isinstance(src, TrajectoryReader):
         if src.path is None:
             raise RefusalError("a reader opened on a store object has no path to reopen in a worker: open it "

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 
 from .fs import DEFAULT_FS, refuse_link
-from .pack import pack
-from .record.model import Box
+from .archive.pack import pack
+from .record.model.frame import Box
 from .record.record import read_record, write_record
-from .record.replace import discard
-from .record.schema import SequenceSchema
-from .record.trajectory_write import TrajectoryWriter
+from .record.integrity.replace import discard
+from .record.model.schema import SequenceSchema
+from .record.trajectory.writer import TrajectoryWriter
 
 
 def build_schema(n_atoms: int, max_ions: int) -> SequenceSchema:

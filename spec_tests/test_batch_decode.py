@@ -214,7 +214,7 @@ def test_reads_on_several_cores_are_the_serial_reads(tmp_path, monkeypatch, thre
     path = tmp_path / "t.mrec"
     _record(path)
     monkeypatch.setattr(parallel, "MIN_PARALLEL_DECODE", 0)
-    import mrec.record.trajectory_read as tr
+    import mrec.record.trajectory.reader as tr
     monkeypatch.setattr(tr, "PARALLEL_READ_BYTES", 0)
     monkeypatch.setattr(tr, "BATCH_READ_BYTES", 64 * 1024)       # several batches
     monkeypatch.setenv("MREC_THREADS", "1")
@@ -241,7 +241,7 @@ def shard_bytes(tmp_path_factory):
     decoder's layout form), and that shard's bytes."""
     path = tmp_path_factory.mktemp("shard") / "t.mrec"
     _record(path, frames=400)
-    arr = mrec.zarr.array.Array.open(mrec.zarr.store.DirectoryStore(str(path)), "trajectory/atoms/x")
+    arr = mrec.zarr.array.Array.open(mrec.zarr.stores.directory.DirectoryStore(str(path)), "trajectory/atoms/x")
     assert -(-arr.meta.shape[0] // arr.sharding.chunk_shape[0]) == 20
     index_end = arr.sharding.index_size(arr.sharding.grid(arr.meta.chunk_shape, "x"))   # the index comes first
     return path, (path / "trajectory/atoms/x/c/0").read_bytes(), index_end
@@ -274,7 +274,7 @@ def test_a_damaged_shard_reads_as_it_does_without_the_batch_decoder(shard_bytes,
         if not batch:
             monkeypatch_session.setattr("mrec.zarr.pipeline._batch_decoder", lambda *a, **k: None)
         try:
-            arr = mrec.zarr.array.Array.open(mrec.zarr.store.DirectoryStore(str(path)), "trajectory/atoms/x",
+            arr = mrec.zarr.array.Array.open(mrec.zarr.stores.directory.DirectoryStore(str(path)), "trajectory/atoms/x",
                                              appended=True)
             try:
                 return ("values", arr.read(threads=threads if batch else 1).tobytes())
@@ -400,7 +400,7 @@ def test_a_reader_keeps_its_snapshot_and_releases_it_on_close(tmp_path, packed):
 def flip_inner_chunk(record, col: str, i: int) -> None:
     """Flip one bit in the middle of inner chunk ``i`` of shard 0 of ``trajectory/atoms/<col>``."""
     from mrec.zarr.array import Array
-    from mrec.zarr.store import DirectoryStore
+    from mrec.zarr.stores.directory import DirectoryStore
     arr = Array.open(DirectoryStore(str(record)), f"trajectory/atoms/{col}")
     index = arr.shard_index(arr.chunk_key((0,)))
     off, n = int(index.offsets[i]), int(index.nbytes[i])
@@ -447,7 +447,7 @@ def test_a_kept_range_reader_reads_the_bytes_and_survives_close(tmp_path):
     """DirectoryStore(keep_open=True).range_reader(key): the bytes get_range returns; after the
     store is closed it reads by path (never a closed descriptor); None for an absent key or a store
     that keeps nothing open."""
-    from mrec.zarr.store import DirectoryStore
+    from mrec.zarr.stores.directory import DirectoryStore
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "k").write_bytes(bytes(range(200)))
     store = DirectoryStore(tmp_path, readonly=True, keep_open=True)

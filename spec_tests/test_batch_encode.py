@@ -17,7 +17,7 @@ from mrec.zarr.codecs.base import ChunkSpec
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.metadata import ArrayMetadata
 from mrec.zarr.pipeline import CodecPipeline, batch_encoder
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 
 from test_encode_ahead import _land_all, _tree  # noqa: E402  (spec_tests is on sys.path)
 from test_parallel_read import VARIANTS, _sharded  # noqa: E402
@@ -162,7 +162,7 @@ while True:
 
 
 def _expected(i):
-    from mrec.record.precision import round_to_precision
+    from mrec.record.model.precision import round_to_precision
     rng = np.random.default_rng(i)
     x, y = rng.normal(size=3000), rng.normal(size=3000)
     x[0] = y[0] = i
@@ -230,7 +230,7 @@ def test_a_batch_encode_failing_on_a_worker_leaves_the_store_at_its_last_commit(
     import threading
 
     import mrec
-    from mrec.record.precision import round_to_precision
+    from mrec.record.model.precision import round_to_precision
     from mrec.zarr import parallel
     from mrec.zarr.codecs.zstd_ import ZstdCodec
     monkeypatch.setenv("MREC_THREADS", "2")

@@ -20,7 +20,7 @@ from mrec.zarr.array import Array, ShardedAppender, write_group
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.metadata import ArrayMetadata
 from mrec.zarr.pipeline import CodecPipeline
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
           "float64", "complex64", "complex128", "string"]

@@ -16,7 +16,7 @@ from mrec.zarr.array import Array
 from mrec.zarr.dtypes import DATA_TYPES, fill_value_to_json, parse_fill_value
 from mrec.zarr.metadata import ArrayMetadata, ChunkKeyEncoding
 from mrec.zarr.pipeline import CodecPipeline, codec_from_json
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 
 
 def test_posix_io_layer(tmp_path):

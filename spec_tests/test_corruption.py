@@ -216,7 +216,7 @@ def test_missing_file(pristine, tmp_path):
     (docs/reliability.md, "Missing chunks"): what the reader returns is then either the data
     with that array's rows at fill, or a refusal naming the array (rules the fill breaks)."""
     from mrec.zarr.array import Array
-    from mrec.zarr.store import DirectoryStore
+    from mrec.zarr.stores.directory import DirectoryStore
     root = _copy(pristine, tmp_path)
     errors, silent, fill = 0, set(), 0
     for rel in _files(root, lambda r: r.startswith("trajectory/")):

@@ -72,7 +72,7 @@ def rename_aside_commit(self, *, overwrite, refuse_exists):
 def test_crashcheck_overwrite_catches_the_unrecoverable_window(capsys, monkeypatch):
     """The checker's power: the former protocol (rename the old record aside, then the new one in,
     nothing committed under a well-known name) leaves states where the path holds no record."""
-    from mrec.record import replace
+    from mrec.record.integrity import replace
     monkeypatch.setattr(replace.Build, "commit", rename_aside_commit)
     assert _tool().main(["--quick", "--seeds", "1", "--plan", "overwrite", "-v"]) == 1
     out = capsys.readouterr().out
@@ -102,7 +102,7 @@ def test_crashcheck_nested_overwrite_holds_old_or_new(capsys, strict):
 def test_crashcheck_nested_overwrite_catches_the_rename_aside_protocol(capsys, monkeypatch):
     """The checker's power on nested groups: the former protocol (rename the old group aside, then the
     new one in) leaves states where the group is absent after recovery."""
-    from mrec.record import replace
+    from mrec.record.integrity import replace
     monkeypatch.setattr(replace.Build, "commit", rename_aside_commit)
     assert _tool().main(["--seeds", "0", "--plan", "nested-overwrite", "-v"]) == 1
     out = capsys.readouterr().out

@@ -20,11 +20,11 @@ import pytest
 
 import mrec
 from mrec.errors import CorruptionError, StandInWarning
-from mrec.record.trajectory_read import TrajectoryReader
-from mrec.repair import repair
-from mrec.validate import validate
+from mrec.record.trajectory.reader import TrajectoryReader
+from mrec.check.repair import repair
+from mrec.check.validate import validate
 from mrec.zarr.array import Array
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 
 
 def _cutsweep():

@@ -19,7 +19,7 @@ from mrec.zarr import parallel
 from mrec.zarr.array import Array, ShardedAppender
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.metadata import ArrayMetadata
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 
 from test_parallel_read import VARIANTS, _sharded  # noqa: E402  (spec_tests is on sys.path)
 

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import mrec
 from mrec.errors import RefusalError
-from mrec.record.precision import round_to_precision
-from mrec.record.trajectory_write import TrajectoryWriter
+from mrec.record.model.precision import round_to_precision
+from mrec.record.trajectory.writer import TrajectoryWriter
 
 SPECIAL = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-300, -1e300, 0.0015, 2.5e-4]
 

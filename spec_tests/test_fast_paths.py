@@ -19,7 +19,7 @@ from mrec.zarr.codecs.zstd_ import ZstdCodec
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.metadata import ArrayMetadata, json_dumps
 from mrec.zarr.pipeline import CodecPipeline
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 
 INNER = [{"name": "bytes", "configuration": {"endian": "little"}},
          {"name": "numcodecs.shuffle", "configuration": {"elementsize": 8}},
@@ -204,7 +204,7 @@ def _same_frame(a, b):
 
 def test_trusted_frames_equal_validated_frames(tmp_path):
     import mrec
-    from mrec.record.model import Frame
+    from mrec.record.model.frame import Frame
     path = tmp_path / "r.mrec"
     _rich_trajectory(path)
     fast = mrec.TrajectoryReader(path)
@@ -313,7 +313,7 @@ def test_read_range_returns_short_reads_at_the_end(tmp_path):
 
 def test_concurrent_column_reads_are_bit_identical(tmp_path, monkeypatch):
     import mrec
-    from mrec.record import trajectory_read
+    from mrec.record.trajectory import reader as trajectory_read
     path = tmp_path / "c.mrec"
     _rich_trajectory(path, n_frames=12, atoms=40)
     serial = [mrec.TrajectoryReader(path)[i] for i in range(12)]
@@ -330,7 +330,7 @@ def test_concurrent_column_reads_are_bit_identical(tmp_path, monkeypatch):
 def test_concurrent_column_reads_raise_the_serial_error(tmp_path, monkeypatch):
     """A damaged chunk in the second and third column: both modes name the second one."""
     import mrec
-    from mrec.record import trajectory_read
+    from mrec.record.trajectory import reader as trajectory_read
     from mrec.zarr.array import Array as A
     path = tmp_path / "d.mrec"
     _rich_trajectory(path, n_frames=6, atoms=3000)           # one frame per inner chunk
@@ -500,7 +500,7 @@ _F64 = st.floats(allow_nan=True, allow_infinity=True, width=64)
 def test_round_in_place_is_round_to_precision_or_says_no(values, p):
     """The batch path's in-place rounding: when it says yes the bits equal round_to_precision's
     (signed zeros, ties to even, |x| >= 2^52 q kept); NaN, inf and overflowing x / q say no."""
-    from mrec.record.precision import round_in_place, round_to_precision
+    from mrec.record.model.precision import round_in_place, round_to_precision
     a = np.array(values, dtype=np.float64)
     want = round_to_precision(a, p)
     b = a.copy()
@@ -514,7 +514,7 @@ def test_round_in_place_is_round_to_precision_or_says_no(values, p):
 
 
 def test_round_in_place_on_a_stack_of_frames():
-    from mrec.record.precision import round_in_place, round_to_precision
+    from mrec.record.model.precision import round_in_place, round_to_precision
     rng = np.random.default_rng(3)
     a = rng.normal(size=(59, 3000)) * 40
     b = a.copy()
@@ -581,7 +581,7 @@ def test_a_corrupt_chunk_is_reported_with_its_name_through_the_resolved_decoder(
 
 @pytest.mark.parametrize("rows", [1, 100, 1023, 1024, 3000])
 def test_stack_rounded_is_round_to_precision_of_the_stack(rows):
-    from mrec.record.precision import round_to_precision, stack_rounded
+    from mrec.record.model.precision import round_to_precision, stack_rounded
     rng = np.random.default_rng(rows)
     srcs = [rng.normal(size=rows) * 40 for _ in range(7)]
     srcs[2][0] = -0.0
@@ -666,7 +666,7 @@ def test_read_ahead_stays_inside_the_logical_shape(tmp_path, monkeypatch):
 
 
 def test_stack_rows_is_np_stack():
-    from mrec.record.precision import stack_rows
+    from mrec.record.model.precision import stack_rows
     rng = np.random.default_rng(8)
     for shape in [(5,), (7, 3), (0,), (2, 2, 2)]:
         srcs = [rng.normal(size=shape) for _ in range(9)]
@@ -686,7 +686,8 @@ def test_batch_rounding_multiplies_by_the_exact_inverse_quantum(values, p, rows)
     dividing by q: for every admissible p, 1/q is exact, so each stored value is bit for bit what
     round_to_precision stores (subnormals, overflow to inf, signed zeros, |x| >= 2^52 q), or the
     batch path says no (a non-finite result) and the writer rounds with round_to_precision."""
-    from mrec.record.precision import inverse_quantum, quantum, round_in_place, round_to_precision, stack_rounded
+    from mrec.record.model.precision import (inverse_quantum, quantum, round_in_place, round_to_precision,
+                                             stack_rounded)
     assert inverse_quantum(p) * quantum(p) == 1.0
     a = np.resize(np.array(values, dtype=np.float64), rows)
     srcs = [a, a[::-1].copy()]

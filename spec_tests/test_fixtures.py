@@ -19,10 +19,10 @@ import tensorstore as ts
 import zarr
 
 from mrec.errors import CorruptionError, RefusalError
-from mrec.fixtures import INVALID, VALID, describe, make_fixtures, read_all, refusal_kind_of
+from mrec.check.fixtures import INVALID, VALID, describe, make_fixtures, read_all, refusal_kind_of
 from mrec.zarr.array import Array
-from mrec.zarr.store import DirectoryStore
-from mrec.zarr.zipstore import ZipStore
+from mrec.zarr.stores.directory import DirectoryStore
+from mrec.zarr.stores.zip_read import ZipStore
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"

@@ -23,11 +23,11 @@ import zarr
 from hypothesis import given, settings, strategies as st
 
 import mrec
-from mrec.record.dtypes import NUMPY_DTYPES
-from mrec.record.forcefield import PRESET_UNITS, block_name, decode_block_name, encode_style
-from mrec.validate import validate
+from mrec.record.model.dtypes import NUMPY_DTYPES
+from mrec.record.sections.forcefield import PRESET_UNITS, block_name, decode_block_name, encode_style
+from mrec.check.validate import validate
 from mrec.zarr.array import Array
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 from test_record import same  # noqa: E402  (spec_tests is on sys.path under pytest)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -342,7 +342,7 @@ def _attrs(p, node, edit):
 def _replace(node, values, dtype, attributes=None):
     def t(p):
         import shutil
-        from mrec.record.fixed import write_fixed_array
+        from mrec.record.sections.fixed import write_fixed_array
         shutil.rmtree(Path(p) / node, ignore_errors=True)
         write_fixed_array(DirectoryStore(str(p)), node, np.asarray(values, dtype=object if dtype == "string" else
                                                                    NUMPY_DTYPES[dtype]), dtype,
@@ -715,7 +715,7 @@ _style = st.tuples(st.sampled_from(["atom", "bond", "angle", "dihedral", "pair",
 def test_random_force_fields_round_trip(tmp_path_factory, styles, rows, data):
     """Random styles (any style string), row counts, f64 / string / array parameters with random nulls:
     what is written reads back equal, directory and zip."""
-    from mrec.record.forcefield import CATEGORY_ARITY, ENDPOINTS
+    from mrec.record.sections.forcefield import CATEGORY_ARITY, ENDPOINTS
     tables = {}
     for cat, style in styles:
         arity = CATEGORY_ARITY.get(cat, 2)

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import mrec
-from mrec.record.precision import round_to_precision
+from mrec.record.model.precision import round_to_precision
 
 PREC = 1e-3
 SPECIAL = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-300, -1e300]

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 import mrec
-from mrec.validate import validate
+from mrec.check.validate import validate
 from mrec.zarr.array import Array
-from mrec.zarr.store import DirectoryStore
-from mrec.zarr.zipstore import ZipStore
+from mrec.zarr.stores.directory import DirectoryStore
+from mrec.zarr.stores.zip_read import ZipStore
 
 ROOT_JSON = b'{"zarr_format": 3, "node_type": "group", "attributes": {}}'
 
@@ -323,7 +323,7 @@ def _stored_zip(entries: list[tuple[str, bytes]]) -> bytes:
 
 
 def _packed_traj(tmp_path, n=5):
-    from mrec.pack import pack
+    from mrec.archive.pack import pack
     s = mrec.SequenceSchema()
     s.declare_block("atoms", rows=2)
     s.declare_column("atoms", "x", "f64")
@@ -397,7 +397,7 @@ def test_entry_listed_but_its_bytes_lost_is_an_error_not_fill(tmp_path):
 def test_entry_name_of_many_components_refused_fast(tmp_path):
     """A 64 KiB name of 32 767 components took 4.7 s and 1 GiB to open, and unpack hit RecursionError."""
     import time
-    from mrec.pack import unpack
+    from mrec.archive.pack import unpack
     name = "a/" * 32767 + "a"
     p = tmp_path / "deep.mrec.zip"
     p.write_bytes(_stored_zip([("zarr.json", ROOT_JSON), (name, b"x")]))
@@ -645,7 +645,7 @@ def test_unsafe_names_refused_at_every_entry_point(tmp_path, case):
 def test_paths_inside_a_regular_file_refused_naming_the_path(tmp_path):
     """A record, archive or unpack target whose directory is a regular file raised FileExistsError /
     NotADirectoryError from os.makedirs."""
-    from mrec.pack import pack, unpack
+    from mrec.archive.pack import pack, unpack
     reg = tmp_path / "reg"
     reg.write_text("x")
     ok = tmp_path / "ok.mrec"

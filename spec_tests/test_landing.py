@@ -10,7 +10,7 @@ from mrec.record import extents as X
 from mrec.zarr.array import Array, ShardedAppender, write_group
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.metadata import ArrayMetadata
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 
 INNER = 256
 CHUNKS = 256

@@ -25,9 +25,9 @@ import mrec
 from mrec.errors import RefusalError
 from mrec.fs import DEFAULT_FS
 from mrec.md.convert import convert
-from mrec.pack import pack, unpack
-from mrec.repack import repack
-from mrec.repair import repair
+from mrec.archive.pack import pack, unpack
+from mrec.archive.repack import repack
+from mrec.check.repair import repair
 
 REPO = Path(__file__).resolve().parents[1]
 FRAME = {"blocks": {"atoms": {"x": np.arange(3.0)}}}
@@ -92,14 +92,14 @@ TRAPS = {"dir": "outside", "record": "outside/rec.mrec", "file": "outside/notes.
 
 def _mda_writer(w, t):
     import MDAnalysis as mda
-    import mrec.mdanalysis  # noqa: F401  (registers the format)
+    import mrec.md.mdanalysis  # noqa: F401  (registers the format)
     with mda.Writer(str(t), n_atoms=3, format="MREC", overwrite=True):
         pass
 
 
 def _ase_write(w, t):
     from ase import Atoms
-    from mrec.ase_io import write_mrec
+    from mrec.md.ase_io import write_mrec
     write_mrec(str(t), Atoms("OH2", positions=np.zeros((3, 3))))
 
 
@@ -230,7 +230,7 @@ REPLACING = {
 
 def _mda_write_frames(t):
     import MDAnalysis as mda
-    import mrec.mdanalysis  # noqa: F401
+    import mrec.md.mdanalysis  # noqa: F401
     src = mda.Universe(str(t.parent / "src.xyz"))
     with mda.Writer(str(t), n_atoms=src.atoms.n_atoms, format="MREC", overwrite=True) as W:
         for _ in src.trajectory:
@@ -263,7 +263,7 @@ def test_overwriting_a_group_that_holds_links_unlinks_them(world):
 KILLER = textwrap.dedent("""
     import importlib, os, signal, sys
     sys.path.insert(0, {repo!r})
-    P, R = importlib.import_module("mrec.pack"), importlib.import_module("mrec.repack")
+    P, R = importlib.import_module("mrec.archive.pack"), importlib.import_module("mrec.archive.repack")
     T = importlib.import_module("mrec.md.text")
 
     def die(*a, **k):

@@ -26,7 +26,7 @@ def registered():
     path itself): define the external format from ``mrec.ase_io.mrec_format``."""
     if "mrec" not in ioformats:
         from ase.io.formats import define_io_format
-        from mrec.ase_io import mrec_format
+        from mrec.md.ase_io import mrec_format
         define_io_format("mrec", **mrec_format._asdict(), external=True)
     yield
 

@@ -72,7 +72,7 @@ def test_xtc_tpr_solvated_within_half_the_precision(tmp_path):
     atoms = rec.system.blocks["atoms"]
     assert list(atoms["element"]) == list(u.atoms.elements) and list(atoms["chain"]) == list(u.atoms.chainIDs)
     assert len(atoms["name"]) == len(u.atoms) == 47681
-    from mrec.validate import validate
+    from mrec.check.validate import validate
     report = validate(out, deep=True)                   # what convert writes is a conforming record
     assert report.ok and not report.warnings, report.violations + report.warnings
 
@@ -156,7 +156,7 @@ def test_extxyz_with_changing_atom_counts_round_trip(tmp_path):
     doc = json.loads(cli("convert", src, out, "--json").stdout)
     assert doc["frames"] == 5 and doc["atoms"] == [2, 3, 5, 7]
     r = mrec.TrajectoryReader(out)
-    from mrec.validate import validate
+    from mrec.check.validate import validate
     assert validate(out, deep=True).ok
     from ase.io import read
     back = read(str(src), index=":")

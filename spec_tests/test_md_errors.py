@@ -23,7 +23,7 @@ from mrec.md.convert import convert
 ase = pytest.importorskip("ase")
 import ase.io  # noqa: E402
 mda = pytest.importorskip("MDAnalysis")
-import mrec.mdanalysis  # noqa: E402,F401
+import mrec.md.mdanalysis  # noqa: E402,F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

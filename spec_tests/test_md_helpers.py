@@ -36,7 +36,7 @@ def _flatness(al, be, ga) -> float:
 @given(lengths, lengths, lengths, angles, angles, angles)
 @example(1.0, 1.0, 141.0, 30.0, 30.0, 60.0)          # exactly flat, a few ulps above zero in floats
 def test_dimensions_round_trip_and_agree_with_mdanalysis_and_ase(a, b, c, al, be, ga):
-    from mrec.record.model import FLAT_CELL
+    from mrec.record.model.frame import FLAT_CELL
     flat = _flatness(al, be, ga)
     if flat < 0.5 * FLAT_CELL:
         with pytest.raises(RefusalError) as e:
@@ -266,13 +266,13 @@ def test_truncate_after_step_then_append_reads_like_a_direct_run(tmp_path, cut):
         for f, step, t in frames[:cut] + extra:
             w.append(f, step=step, time=t)
     _frames_equal(TrajectoryReader(p), TrajectoryReader(direct))
-    from mrec.validate import validate
+    from mrec.check.validate import validate
     assert validate(p, deep=True).ok, validate(p, deep=True).violations
 
 
 def test_truncate_shrinks_arrays_and_is_a_noop_past_the_end(tmp_path):
     from mrec.zarr.array import read_node
-    from mrec.zarr.store import DirectoryStore
+    from mrec.zarr.stores.directory import DirectoryStore
     s, frames = _ragged_session(None, 10)
     p = tmp_path / "t.mrec"
     with TrajectoryWriter.create(p, s) as w:

@@ -230,7 +230,7 @@ def test_openmm_append_with_other_options_is_refused_untouched(tmp_path, water):
 @needs_openmm
 def test_openmm_record_reads_in_angstrom_through_mdanalysis(tmp_path, water):
     mda = pytest.importorskip("MDAnalysis")
-    import mrec.mdanalysis  # noqa: F401
+    import mrec.md.mdanalysis  # noqa: F401
     path = str(tmp_path / "run.mrec")
     _, rep, cap = run(path, water, 100)
     rep.close()
@@ -315,7 +315,7 @@ def test_ase_md_writer_attached_to_dynamics(tmp_path, langevin, pbc):
     r = mrec.TrajectoryReader(path)
     assert r.steps.tolist() == [0, 5, 10, 15, 20, 25, 30]
     check_ase_frames(r, kept)
-    from mrec.ase_io import read_mrec
+    from mrec.md.ase_io import read_mrec
     images = list(read_mrec(path, index=":"))         # what ase.io.read(..., format="mrec") gives
     assert len(images) == 7 and images[3].get_chemical_symbols() == atoms.get_chemical_symbols()
     assert images[3].get_potential_energy() == kept[3][5]

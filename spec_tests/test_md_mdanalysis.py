@@ -11,7 +11,7 @@ import MDAnalysisTests.datafiles as D
 from MDAnalysis.analysis import rms
 
 import mrec
-import mrec.mdanalysis  # noqa: F401 - registers the MREC format
+import mrec.md.mdanalysis  # noqa: F401 - registers the MREC format
 from mrec.md.convert import convert
 from mdtools import universe  # noqa: E402
 

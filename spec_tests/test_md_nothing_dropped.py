@@ -30,7 +30,7 @@ def registered():
     """ASE's view of mrec's entry point (as in test_md_ase)."""
     if "mrec" not in ioformats:
         from ase.io.formats import define_io_format
-        from mrec.ase_io import mrec_format
+        from mrec.md.ase_io import mrec_format
         define_io_format("mrec", **mrec_format._asdict(), external=True)
     yield
 
@@ -174,7 +174,7 @@ def test_extxyz_info_step_and_arrays_through_convert_and_back(tmp_path):
 import MDAnalysis as mda                                   # noqa: E402
 import MDAnalysisTests.datafiles as D                      # noqa: E402
 
-import mrec.mdanalysis  # noqa: E402,F401 - registers the MREC format
+import mrec.md.mdanalysis  # noqa: E402,F401 - registers the MREC format
 from mdtools import cli, universe  # noqa: E402
 
 ATTRS = ("ids", "names", "types", "elements", "masses", "charges", "resids", "resnums", "resnames", "segids",

@@ -17,7 +17,7 @@ import mrec
 
 import MDAnalysis as mda                                   # noqa: E402
 import MDAnalysisTests.datafiles as D                      # noqa: E402
-import mrec.mdanalysis  # noqa: E402,F401 - registers the MREC format
+import mrec.md.mdanalysis  # noqa: E402,F401 - registers the MREC format
 from mrec.md.convert import convert  # noqa: E402
 from mdtools import cli, universe  # noqa: E402
 
@@ -127,7 +127,7 @@ def four_atom_images(n=3):
 def ase_registered():
     from ase.io.formats import define_io_format, ioformats
     if "mrec" not in ioformats:
-        from mrec.ase_io import mrec_format
+        from mrec.md.ase_io import mrec_format
         define_io_format("mrec", **mrec_format._asdict(), external=True)
 
 
@@ -150,7 +150,7 @@ def minimal_documents_are_read_by_everyone(path, array: str, want: np.ndarray):
     """The compact documents (no empty attributes, the default chunk key encoding's configuration and
     a schema column's empty trailing left out) validate and read the same in zarr-python."""
     import zarr
-    from mrec.validate import validate
+    from mrec.check.validate import validate
     report = validate(path, deep=True)
     assert report.ok, report.violations
     with zarr.storage.ZipStore(str(path), mode="r") as store:
@@ -210,7 +210,7 @@ def test_convert_progress_true_and_false(tmp_path, capfd):
 
 
 def test_mda_writer_is_found_by_the_archive_name(tmp_path):
-    from mrec.mdanalysis import MRECWriter
+    from mrec.md.mdanalysis import MRECWriter
     from MDAnalysis.coordinates.core import get_writer_for
     assert get_writer_for(str(tmp_path / "x.mrec.zip")) is MRECWriter
     assert get_writer_for(str(tmp_path / "x.mrec")) is MRECWriter

@@ -24,9 +24,9 @@ import pytest
 import mrec
 from mrec.errors import MrecError
 from mrec.fs.faulty import CrashSimulator, recording_fs
-from mrec.pack import pack
-from mrec.repair import repair
-from mrec.validate import validate
+from mrec.archive.pack import pack
+from mrec.check.repair import repair
+from mrec.check.validate import validate
 from test_store_safety import killed_before_rename  # noqa: E402  (spec_tests is on sys.path under pytest)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,7 +125,7 @@ def _entry(way: str, path: Path, node: str):
     if way == "read_group":
         return _group_version(mrec.read_group(path, node))
     if way == "repack":                             # a new record from this one: the group, no temporaries
-        from mrec.repack import repack
+        from mrec.archive.repack import repack
         out = path.parent / "out.mrec"
         repack(path, out)
         assert _temps(out) == [], _temps(out)

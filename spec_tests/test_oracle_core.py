@@ -36,7 +36,7 @@ from mrec.zarr.codecs.sharding import ShardIndex
 from mrec.zarr.dtypes import DATA_TYPES, parse_fill_value
 from mrec.zarr.metadata import ArrayMetadata
 from mrec.zarr.pipeline import CodecPipeline
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
 

@@ -17,7 +17,7 @@ from mrec.zarr.array import Array, ShardedAppender
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.metadata import ArrayMetadata
 from mrec.zarr.pipeline import CodecPipeline
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 
 INNER = [{"name": "bytes", "configuration": {"endian": "little"}},
          {"name": "numcodecs.shuffle", "configuration": {"elementsize": 8}},
@@ -215,7 +215,7 @@ def _frames_of(r, how):
        lo=st.integers(0, 30), span=st.integers(0, 30))
 def test_batched_frames_are_the_frames_read_one_by_one(tmp_path_factory, monkeypatch, batch_bytes, threads, lo, span):
     import mrec
-    from mrec.record import trajectory_read as tr
+    from mrec.record.trajectory import reader as tr
     path = tmp_path_factory.mktemp("bf") / "r.mrec"
     _rich_trajectory(path, n_frames=23, atoms=17)
     monkeypatch.setattr(tr, "BATCH_READ_BYTES", batch_bytes)
@@ -252,7 +252,7 @@ def test_batched_frames_refuse_at_the_frame_one_by_one_refuses(tmp_path, monkeyp
     r[i] raises there; a slice raises that error."""
     import glob
     import mrec
-    from mrec.record import trajectory_read as tr
+    from mrec.record.trajectory import reader as tr
     path = tmp_path / "r.mrec"
     _rich_trajectory(path, n_frames=30, atoms=400)
     shard = sorted(glob.glob(str(path / "trajectory" / "atoms" / "y" / "c" / "*")))[0]

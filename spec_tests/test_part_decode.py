@@ -17,12 +17,12 @@ from hypothesis import given, settings, strategies as st
 
 import mrec
 from mrec.errors import CorruptionError
-from mrec.record.precision import round_to_precision
+from mrec.record.model.precision import round_to_precision
 from mrec.zarr.array import Array, ShardedAppender
 from mrec.zarr.codecs.base import ChunkSpec
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.metadata import ArrayMetadata
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 
 from test_batch_decode import flip_inner_chunk  # noqa: E402  (spec_tests is on sys.path)
 

@@ -23,7 +23,7 @@ import pytest
 
 import mrec
 from mrec.fs.faulty import FaultyFileSystem
-from mrec.record.precision import round_to_precision
+from mrec.record.model.precision import round_to_precision
 
 from test_encode_ahead import _tree  # noqa: E402  (spec_tests is on sys.path)
 

@@ -19,8 +19,8 @@ from hypothesis import given, settings, strategies as st
 
 import mrec
 from mrec.zarr.array import Array
-from mrec.zarr.store import DirectoryStore
-from mrec.record.precision import HEAD, HEAD_Q_MAX, quantum, round_to_precision, rounded_head
+from mrec.zarr.stores.directory import DirectoryStore
+from mrec.record.model.precision import HEAD, HEAD_Q_MAX, quantum, round_to_precision, rounded_head
 
 from test_encode_ahead import _tree  # noqa: E402  (spec_tests is on sys.path)
 
@@ -171,7 +171,7 @@ def test_different_head_keys_mean_different_stored_values(a, b, p):
 
 def test_unrounded_rows_never_reach_an_appender_unrounded(tmp_path, monkeypatch):
     """Every row list the committer hands to an appender is settled (no Unrounded left)."""
-    from mrec.record import trajectory_land
+    from mrec.record.trajectory import land as trajectory_land
     from mrec.zarr.array import ShardedAppender
     seen = []
     real = ShardedAppender.append_many

@@ -150,7 +150,7 @@ def test_batch_frames_have_every_field_of_the_frame_read_alone(tmp_path, monkeyp
     import pickle
 
     import mrec
-    from mrec.record.model import Frame
+    from mrec.record.model.frame import Frame
     monkeypatch.setenv("MREC_THREADS", threads)
     path = tmp_path / "t.mrec"
     _plain_trajectory(path)

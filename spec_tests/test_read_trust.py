@@ -15,10 +15,10 @@ import pytest
 
 import mrec
 from mrec.errors import CorruptionError, RefusalError
-from mrec.record.trajectory_read import TrajectoryReader, load_layout, open_store
-from mrec.validate import validate
+from mrec.record.trajectory.reader import TrajectoryReader, load_layout, open_store
+from mrec.check.validate import validate
 from mrec.zarr.array import Array
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 
 from test_corruption import snapshot  # noqa: E402  (spec_tests is on sys.path under pytest)
 
@@ -132,7 +132,7 @@ from mrec.zarr.array import write_group  # noqa: E402
 from mrec.zarr.dtypes import DATA_TYPES  # noqa: E402
 from mrec.zarr.metadata import ArrayMetadata  # noqa: E402
 from mrec.zarr.pipeline import CodecPipeline  # noqa: E402
-from mrec.zarr.store import DirectoryStore as _DS  # noqa: E402
+from mrec.zarr.stores.directory import DirectoryStore as _DS  # noqa: E402
 
 BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 CRC = {"name": "crc32c"}
@@ -312,7 +312,7 @@ def _put_entries(path, ents):
 
 @pytest.mark.parametrize("how", ["swap01", "swap12", "dup0to1", "dup1to0", "rotate"])
 def test_crc_failing_index_with_swapped_entries_is_never_read_wrong(tmp_path, how):
-    from mrec.repair import repair
+    from mrec.check.repair import repair
     root = tmp_path / "t.mrec"
     data = _multi_chunk_store(root)
     shard = root / "trajectory" / "atoms" / "x" / "c" / "0"
@@ -375,7 +375,7 @@ def test_shard_cut_inside_the_newest_copy_of_a_committed_chunk_is_corruption(tmp
     """Issue 17.1: a shard cut inside the chunk copy holding committed rows: every cut position
     inside it is a CorruptionError for the rows only it holds (reader and validate --deep), and
     `mrec repair` leaves the shard unrecoverable and untouched, never an index reading fill."""
-    from mrec.repair import repair
+    from mrec.check.repair import repair
     src = tmp_path / "src.mrec"
     vals, key, off, nb = _twelve(src, compression)
     cuts = sorted({off + 1, off + 3, off + nb // 2, off + nb - 5, off + nb - 1} | {off + k * (nb // 9) for k in range(1, 9)})
@@ -401,7 +401,7 @@ def test_power_loss_before_the_newest_copy_still_reads_the_committed_rows(tmp_pa
     """The newest copy wholly past the end of the file and the commit marker at 6: the state a
     power loss leaves when the second flush's index rewrite landed and its chunk did not. The six
     committed rows read exactly, validate agrees, repair rewrites the index."""
-    import mrec.repair
+    import mrec.check.repair
     root = tmp_path / "t.mrec"
     s = mrec.SequenceSchema()
     s.declare_meta("e", "f64")
@@ -449,7 +449,7 @@ def test_shard_cut_exactly_at_the_newest_copy_is_the_power_loss_state_and_valida
     rep = validate(root, deep=True)
     stand = [w for w in rep.warnings if w.rule == "RT-6"]
     assert len(stand) == 1 and key in stand[0].path and "rows 0..11" in stand[0].message, [str(w) for w in rep.warnings]
-    from mrec.repair import repair
+    from mrec.check.repair import repair
     rep = repair(root, dry_run=True)
     assert rep.ok and [k for k, _ in rep.stand_ins] == [str(root / key)] and "rows 0..11" in rep.summary()
 
@@ -471,7 +471,7 @@ def test_any_rewiring_of_a_crc_failing_index_never_reads_wrong_rows(four_chunk_s
     """Entry c of a crc-failing index names copy pick[c] (4: empty): permutations, duplicates and
     dropped entries. Whatever the reader and repair do, no frame reads another chunk's rows."""
     import tempfile
-    from mrec.repair import repair
+    from mrec.check.repair import repair
     src, data = four_chunk_store
     with tempfile.TemporaryDirectory() as tmp:
         root = os.path.join(tmp, "t.mrec")

@@ -23,9 +23,9 @@ import pytest
 
 import mrec
 from mrec.errors import CorruptionError, MrecError, RefusalError
-from mrec.validate import validate
+from mrec.check.validate import validate
 from mrec.zarr.array import Array
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -249,7 +249,7 @@ def test_a_lost_fixed_cell_group_is_refused_not_read_without_its_cell(tmp_path, 
 def test_a_lost_fixed_cell_group_is_refused_by_the_md_readers(tmp_path):
     pytest.importorskip("MDAnalysis")
     import MDAnalysis as mda
-    import mrec.mdanalysis  # noqa: F401
+    import mrec.md.mdanalysis  # noqa: F401
     path = _fixed_cell_trajectory(str(tmp_path / "t.mrec"))
     os.remove(os.path.join(path, "trajectory", "box", "zarr.json"))
     with pytest.raises(Exception) as e:
@@ -324,8 +324,8 @@ def test_a_fixed_array_declared_huge_is_refused_before_allocating(tmp_path, chun
     path = str(tmp_path / "r.mrec")
     _declare_huge_frame_column(path, chunk=chunk)
     for call in ("mrec.read_frame(path)", "mrec.read_record(path).frame",
-                 "mrec.zarr.array.Array.open(mrec.zarr.store.DirectoryStore(path), 'frame/atoms/x').read()"):
-        out = _probe(f"import mrec.zarr.store\npath = {path!r}\ngot = {call}")
+                 "mrec.zarr.array.Array.open(mrec.zarr.stores.directory.DirectoryStore(path), 'frame/atoms/x').read()"):
+        out = _probe(f"import mrec.zarr.stores.directory\npath = {path!r}\ngot = {call}")
         assert not out["ok"] and out["kind"] == "too_large" and "frame/atoms/x" in out["text"], (call, out)
         assert out["peak_mb"] < 200 and out["seconds"] < 10, (call, out)
     out = _probe(f"r = validate({path!r}, deep=True)\ngot = [(v.rule, v.kind) for v in r.violations]")
@@ -339,7 +339,7 @@ def test_the_bound_is_what_the_stored_chunks_can_hold(tmp_path, monkeypatch):
     import mrec.zarr.array as A
     monkeypatch.setattr(A, "MAX_FILL_BYTES", 1 << 20)
     st = DirectoryStore(tmp_path)
-    from mrec.record.fixed import write_fixed_array
+    from mrec.record.sections.fixed import write_fixed_array
     values = np.arange(6 * 2**17, dtype=np.float64)                 # 6 MiB in 12 chunks of 512 KiB
     write_fixed_array(st, "a", values, "f64")
     assert np.array_equal(Array.open(st, "a").read(), values)
@@ -412,7 +412,7 @@ def test_a_three_row_frame_of_an_oversized_declaration_lands_in_bounded_memory(t
                                         ("uint8", 3)])
 def test_padded_pieces_encode_what_the_pipeline_encodes(codecs, dtype, fill):
     """The pieces decode to the padded chunk, byte for byte the whole encoding except zstd's blocks."""
-    from mrec.zarr import padded
+    from mrec.zarr.read import padded
     from mrec.zarr.codecs.base import ChunkSpec
     from mrec.zarr.dtypes import DATA_TYPES
     from mrec.zarr.pipeline import CodecPipeline

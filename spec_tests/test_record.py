@@ -22,12 +22,12 @@ from hypothesis import given, settings, strategies as st
 import mrec
 from mrec.errors import RefusalError
 from mrec.fs import PosixFileSystem
-from mrec.record.dtypes import DTYPES, NUMPY_DTYPES
-from mrec.record.fixed import fixed_layout
-from mrec.record.metrics import safe_name, unsafe_name
+from mrec.record.model.dtypes import DTYPES, NUMPY_DTYPES
+from mrec.record.sections.fixed import fixed_layout
+from mrec.record.sections.metrics import safe_name, unsafe_name
 from mrec.zarr.array import Array
-from mrec.zarr.store import DirectoryStore
-from mrec.zarr.zipstore import ZipStore
+from mrec.zarr.stores.directory import DirectoryStore
+from mrec.zarr.stores.zip_read import ZipStore
 
 SPEC = Path(__file__).resolve().parents[1].parent / "shared" / "spec"
 CORE = SPEC / "vectors" / "fixtures" / "schema" / "core"
@@ -401,7 +401,7 @@ def _tamper_no_count(p):
 def _replace_mask(p, values, dtype):
     """Rewrite frame/a's mask of x as ``values`` stored as ``dtype``."""
     store = DirectoryStore(str(p))
-    from mrec.record.fixed import write_fixed_array
+    from mrec.record.sections.fixed import write_fixed_array
     for k in list(store.list("frame/a/_validity/x")):
         store.delete(k)
     write_fixed_array(store, "frame/a/_validity/x", values, dtype)
@@ -492,7 +492,7 @@ def test_read_refusals(tmp_path, tamper, kind, where, packed):
 
 def test_unknown_content_preserved_verbatim(tmp_path):
     p = full_record(tmp_path / "u.mrec")
-    from mrec.fixtures import plant_unknown_nodes
+    from mrec.check.fixtures import plant_unknown_nodes
     # an unknown root section, an unknown node inside a block, an array beside the blocks, and a force
     # field table no style names (modelled since issue 13: kept inside the force field, not as bytes)
     plant_unknown_nodes(DirectoryStore(str(p)))
@@ -695,7 +695,7 @@ def test_system_alignment_refused_on_read(tmp_path):
     with mrec.TrajectoryWriter.create(p, s) as w:
         w.append({"atoms": {"x": np.zeros(2)}})
         w.append({"atoms": {"x": np.zeros(3)}})                       # ragged: fine without a system
-    from mrec.record.frame_group import write_frame_group
+    from mrec.record.sections.frame_group import write_frame_group
     write_frame_group(DirectoryStore(str(p)), "system", mrec.Frame(blocks={"atoms": {"id": np.arange(2, dtype="u8")}}))
     with pytest.raises(RefusalError) as e:
         mrec.read_record(p)

@@ -19,13 +19,14 @@ import numpy as np
 import pytest
 
 import mrec
-from mrec import TrajectoryReader, TrajectoryWriter, pack, read_frame, read_record, sections, unpack, write_record
+from mrec import TrajectoryReader, TrajectoryWriter, read_frame, read_record, sections, unpack, write_record
+from mrec.archive import pack
 from mrec.errors import MrecError, RefusalError, StoreError
-from mrec.fixtures import describe
+from mrec.check.fixtures import describe
 from mrec.fs.remote import RemoteFileSystem, require
-from mrec.repack import repack
-from mrec.repair import repair
-from mrec.validate import validate
+from mrec.archive.repack import repack
+from mrec.check.repair import repair
+from mrec.check.validate import validate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from servers import http_server, s3_server, upload  # noqa: E402

@@ -24,9 +24,10 @@ import numpy as np
 import pytest
 
 import mrec
-from mrec import TrajectoryReader, pack
+from mrec import TrajectoryReader
+from mrec.archive import pack
 from mrec.errors import RangesIgnoredWarning, StoreError
-from mrec.fixtures import describe
+from mrec.check.fixtures import describe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from servers import s3_server, upload  # noqa: E402
@@ -215,7 +216,7 @@ def test_mdanalysis_universe_takes_storage_options(stdlib, s3, monkeypatch):
     mda = pytest.importorskip("MDAnalysis")
     import pickle
 
-    import mrec.mdanalysis  # noqa: F401
+    import mrec.md.mdanalysis  # noqa: F401
     monkeypatch.delenv("MREC_STORAGE_OPTIONS", raising=False)
     local = mda.Universe(str(stdlib["root"] / "run.mrec.zip"))
     for url in ("s3://records/run.mrec.zip", "s3://records/run.mrec"):
@@ -239,8 +240,8 @@ def test_mdanalysis_universe_takes_storage_options(stdlib, s3, monkeypatch):
 def _writers(url: str, opts: dict) -> dict:
     """Each write entry point called on a URL as a user would, with the reader's storage_options."""
     from mrec import TrajectoryWriter, unpack, write_frame, write_record, write_section
-    from mrec.repack import repack
-    from mrec.repair import repair
+    from mrec.archive.repack import repack
+    from mrec.check.repair import repair
     src = FIXTURES / "whole_record.mrec"
     frame = TrajectoryReader(src)[0]
     schema = TrajectoryReader(src).schema
@@ -266,7 +267,7 @@ def _md_writers(url: str) -> dict:
     try:
         import MDAnalysis as mda
 
-        import mrec.mdanalysis  # noqa: F401
+        import mrec.md.mdanalysis  # noqa: F401
         out["mda.Writer"] = lambda: mda.Writer(url, n_atoms=3)
         out["mda.Writer .zip"] = lambda: mda.Writer(url + ".zip", n_atoms=3, format="MREC")
         out["MRECWriter"] = lambda: mrec.mdanalysis.MRECWriter(url, 3)
@@ -276,7 +277,7 @@ def _md_writers(url: str) -> dict:
         import ase
         import ase.io
 
-        import mrec.ase_io  # noqa: F401
+        import mrec.md.ase_io  # noqa: F401
         from mrec.ase_md import MrecMDWriter
         h2 = ase.Atoms("H2", positions=[[0, 0, 0], [0, 0, 0.74]])
         out["ase.io.write"] = lambda: ase.io.write(url, h2, format="mrec")
@@ -323,7 +324,7 @@ def test_mdanalysis_converts_openmm_forces_from_kj_per_mol_nm(tmp_path):
     import openmm.app as app
     import openmm.unit as unit
 
-    import mrec.mdanalysis  # noqa: F401
+    import mrec.md.mdanalysis  # noqa: F401
     from mrec.openmm import MrecReporter
 
     class Keep:
@@ -374,7 +375,7 @@ def test_mdanalysis_converts_ase_forces_from_ev_per_angstrom(tmp_path):
     from ase.cluster import Icosahedron
     from ase.md.verlet import VelocityVerlet
 
-    import mrec.mdanalysis  # noqa: F401
+    import mrec.md.mdanalysis  # noqa: F401
     from mrec.ase_md import MrecMDWriter
     atoms = Icosahedron("Cu", 2)
     atoms.calc = EMT()

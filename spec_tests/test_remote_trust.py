@@ -22,10 +22,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mrec import TrajectoryReader, pack, read_frame, read_record
+from mrec import TrajectoryReader, read_frame, read_record
+from mrec.archive import pack
 from mrec.errors import MrecError, RefusalError, StoreError, ZipFormatError
 from mrec.fs.remote import RemoteFileSystem
-from mrec.zarr.zipstore import CENTRAL_FMT, ZipStore
+from mrec.zarr.stores.zip_read import CENTRAL_FMT, ZipStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from servers import http_server, s3_server, upload  # noqa: E402

@@ -124,7 +124,7 @@ def test_constant_column_rebuilt_from_a_dropped_index(tmp_path):
 
 def _index_size(p):
     from mrec.zarr.array import Array
-    from mrec.zarr.store import DirectoryStore
+    from mrec.zarr.stores.directory import DirectoryStore
     arr = Array.open(DirectoryStore(p), "trajectory/atoms/x")
     sh = arr.sharding
     return sh.index_size(sh.grid(arr.meta.chunk_shape, arr.name))
@@ -241,7 +241,7 @@ def test_step_index_tail_past_nstep_is_not_judged(tmp_path):
     re-encoded chunk padded with the fill value), which the reader never judges.  A committed
     prefix that is not ascending is still refused."""
     from mrec.zarr.array import Array
-    from mrec.zarr.store import DirectoryStore
+    from mrec.zarr.stores.directory import DirectoryStore
     s = mrec.SequenceSchema()
     s.declare_block("b", rows=2)
     s.declare_column("b", "y", "f64")
@@ -266,7 +266,7 @@ def test_step_index_tail_past_nstep_is_not_judged(tmp_path):
     assert Array.open(st, "trajectory/b/step_index", appended=True).read().tolist() == [0, 2, 6, 0, 0]
     r = mrec.TrajectoryReader(p)
     assert len(r) == 6 and r[3].blocks["b"]["y"].tolist() == [2.0, 2.0]
-    from mrec.validate import validate
+    from mrec.check.validate import validate
     rep = validate(p, deep=True)
     assert not [v for v in rep.violations if "ascending" in v.message], [str(v) for v in rep.violations]
     ap = ShardedAppender(si, 1)            # a committed prefix out of order: refused

@@ -18,16 +18,17 @@ import pytest
 import tensorstore as ts
 import zarr
 
-from mrec import Box, TrajectoryReader, TrajectoryWriter, pack
+from mrec import Box, TrajectoryReader, TrajectoryWriter
+from mrec.archive import pack
 from mrec.errors import RefusalError
-from mrec.fixtures import VALID, describe
+from mrec.check.fixtures import VALID, describe
 from mrec.fs import RecordingFileSystem
-from mrec.repack import PROFILES, repack
-from mrec.validate import validate
+from mrec.archive.repack import PROFILES, repack
+from mrec.check.validate import validate
 from mrec.zarr.array import Array, read_node
 from mrec.zarr.metadata import ArrayMetadata
-from mrec.zarr.store import DirectoryStore
-from mrec.zarr.zipstore import ZipStore
+from mrec.zarr.stores.directory import DirectoryStore
+from mrec.zarr.stores.zip_read import ZipStore
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

@@ -11,11 +11,11 @@ import pytest
 
 import mrec
 from mrec.record import extents as X
-from mrec.repair import add_repair_command, repair
+from mrec.check.repair import add_repair_command, repair
 from mrec.zarr.array import Array, ShardedAppender, write_group
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.metadata import ArrayMetadata
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 
 SECTOR = 512
 
@@ -237,7 +237,7 @@ def test_mrec_repair_command_repairs_a_torn_index(tmp_path):
     assert dry.returncode == 0 and shard.read_bytes() == bytes(raw)
     out = subprocess.run([sys.executable, "-m", "mrec", "repair", str(p)], capture_output=True, text=True)
     assert out.returncode == 0 and "1 repaired" in out.stdout, out.stdout + out.stderr
-    from mrec.validate import validate
+    from mrec.check.validate import validate
     assert validate(p, deep=True).ok
     _check(p, frames)
     missing = subprocess.run([sys.executable, "-m", "mrec", "repair", str(tmp_path / "nope.mrec")],
@@ -281,7 +281,7 @@ def test_torn_compressed_copy_whose_first_sector_part_was_dropped(tmp_path):
     version of that sector (the new copy's first bytes zero, however few) and the newer version of
     the sectors after it; the index is torn.  The new copy then fails its crc32c, but it never
     landed, so the older copy's committed rows (the last of them the fill "") are read."""
-    from mrec.record.trajectory_write import _dense_meta
+    from mrec.record.trajectory.writer import _dense_meta
     hits = 0
     rng = np.random.default_rng(5)
     for pad in range(0, 1100, 7):
@@ -327,7 +327,7 @@ def test_named_copy_past_a_torn_copy_is_found(tmp_path):
     """Three copies of one gzip'd string chunk; the middle one torn (its first sector part never
     written), the newest whole, named by an index whose crc fails.  The walk stops at the torn
     copy, so the rebuild also checks the copies entries name beyond it: the newest is read."""
-    from mrec.record.trajectory_write import _dense_meta
+    from mrec.record.trajectory.writer import _dense_meta
     store = DirectoryStore(tmp_path / "s")
     write_group(store, "")
     arr = Array.create(store, "t", _dense_meta("string"))

@@ -17,9 +17,9 @@ import pytest
 
 import mrec
 from mrec.errors import MrecError, RefusalError
-from mrec.pack import LOCK_NAME, pack, plan_pack, unpack
-from mrec.repair import repair
-from mrec.validate import validate
+from mrec.archive.pack import LOCK_NAME, pack, plan_pack, unpack
+from mrec.check.repair import repair
+from mrec.check.validate import validate
 
 REPO = Path(__file__).resolve().parents[1]
 CTX = mp.get_context("fork")
@@ -465,7 +465,7 @@ def test_overwrite_killed_at_every_rename_recovers(tmp_path, via):
 
 def test_recovery_rules(tmp_path):
     """The states an interrupted overwrite can leave, built by hand, and what recovery makes of each."""
-    from mrec.record.replace import names, recover
+    from mrec.record.integrity.replace import names, recover
     from mrec.fs import DEFAULT_FS
 
     def make(tag, name):
@@ -495,7 +495,7 @@ def test_zip_writer_creates_its_file_exclusively(tmp_path):
     """ZipWriter creates its archive with O_EXCL: a name taken even by a dangling link is refused,
     never written through (the link's target is not created)."""
     from mrec.errors import StoreError
-    from mrec.zarr.zipwrite import ZipWriter
+    from mrec.zarr.stores.zip_write import ZipWriter
     link = tmp_path / "a.zip"
     os.symlink(tmp_path / "elsewhere.zip", link)
     with pytest.raises(StoreError, match="already exists"):

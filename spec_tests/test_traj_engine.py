@@ -12,7 +12,7 @@ import zarr
 import mrec
 from mrec.fs import RecordingFileSystem
 from mrec.zarr.array import Array
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 
 RNG = np.random.default_rng(42)
 

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import mrec
-from mrec.validate import KIND_RULES, RULES, validate
-from mrec.zarr.store import DirectoryStore
+from mrec.check.validate import KIND_RULES, RULES, validate
+from mrec.zarr.stores.directory import DirectoryStore
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT.parent / "shared" / "spec"
@@ -163,7 +163,7 @@ def _reserved_column(p):
 
 
 def _system_rows(p):
-    from mrec.record.frame_group import write_frame_group
+    from mrec.record.sections.frame_group import write_frame_group
     shutil.rmtree(p / "system")
     write_frame_group(DirectoryStore(str(p)), "system", mrec.Frame(blocks={"atoms": {"id": np.arange(2, dtype="u8")}}))
 

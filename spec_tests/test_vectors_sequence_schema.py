@@ -24,11 +24,11 @@ import numpy as np
 import pytest
 
 from mrec.errors import RefusalError
-from mrec.record.dtypes import NUMPY_DTYPES, check_dtype_name
-from mrec.record.model import Box, Frame
-from mrec.record.precision import is_on_grid
-from mrec.record.schema import SequenceSchema
-from mrec.record.typed_json import decode_meta_document, encode_meta_document, json_dumps
+from mrec.record.model.dtypes import NUMPY_DTYPES, check_dtype_name
+from mrec.record.model.frame import Box, Frame
+from mrec.record.model.precision import is_on_grid
+from mrec.record.model.schema import SequenceSchema
+from mrec.record.model.typed_json import decode_meta_document, encode_meta_document, json_dumps
 
 SPEC = Path(__file__).resolve().parents[1].parent / "shared" / "spec"
 FIXTURES = SPEC / "vectors" / "fixtures" / "schema"

@@ -15,7 +15,7 @@ import pytest
 
 import mrec
 from mrec.zarr.array import Array
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 
 
 def _schema(kind: str) -> mrec.SequenceSchema:

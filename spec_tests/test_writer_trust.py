@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 import mrec
 from mrec.errors import RefusalError
-from mrec.record.dtypes import CANONICAL_DTYPES, EXACT_U64_COLUMNS, dtype_name
-from mrec.validate import validate
+from mrec.record.model.dtypes import CANONICAL_DTYPES, EXACT_U64_COLUMNS, dtype_name
+from mrec.check.validate import validate
 
 
 def _null_schema():

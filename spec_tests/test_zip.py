@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 
 from mrec.errors import CorruptionError, RefusalError, StoreError, ZipFormatError
 from mrec.fs import PosixFileSystem, RecordingFileSystem
-from mrec.pack import LOCK_NAME, entry_order, pack, parse_lock_pid, pid_alive, unpack
-from mrec.zarr.zipstore import PIECE_SIZE as ZIP_PIECE
-from mrec.zarr.zipstore import ZipStore, zip_problems
-from mrec.zarr.zipwrite import ZipWriter
+from mrec.archive.pack import LOCK_NAME, entry_order, pack, parse_lock_pid, pid_alive, unpack
+from mrec.zarr.stores.zip_read import PIECE_SIZE as ZIP_PIECE
+from mrec.zarr.stores.zip_read import ZipStore, zip_problems
+from mrec.zarr.stores.zip_write import ZipWriter
 
 ROOT_JSON = b'{"zarr_format":3,"node_type":"group","attributes":{}}'
 GROUP_JSON = b'{"zarr_format":3,"node_type":"group","attributes":{"x":1}}'
@@ -549,7 +549,7 @@ def _assert_refused_untouched(tmp_path: Path, root: Path, kind: str, **kwargs) -
 def test_pack_refuses_live_writer(tmp_path):
     """A writer holding the store's lock (in this very process, too) is refused, named by its pid."""
     from mrec.fs import DEFAULT_FS
-    from mrec.record.lock import lock_store
+    from mrec.record.integrity.lock import lock_store
     root = make_record(tmp_path)
     held = lock_store(DEFAULT_FS, str(root), "writer")
     try:

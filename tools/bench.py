@@ -68,10 +68,10 @@ from numcodecs import Shuffle  # noqa: E402
 
 import mrec  # noqa: E402
 from mrec.record import extents as X  # noqa: E402
-from mrec.record.precision import quantum  # noqa: E402
+from mrec.record.model.precision import quantum  # noqa: E402
 from mrec.zarr.array import Array  # noqa: E402
 from mrec.zarr.codecs.sharding import EMPTY  # noqa: E402
-from mrec.zarr.store import DirectoryStore  # noqa: E402
+from mrec.zarr.stores.directory import DirectoryStore  # noqa: E402
 
 COLS = ("x", "y", "z")
 MB = 1e6

@@ -35,7 +35,7 @@ from mrec.zarr.array import Array, ShardedAppender  # noqa: E402
 from mrec.zarr.dtypes import DATA_TYPES  # noqa: E402
 from mrec.zarr.metadata import ArrayMetadata  # noqa: E402
 from mrec.zarr.pipeline import CodecPipeline  # noqa: E402
-from mrec.zarr.store import DirectoryStore  # noqa: E402
+from mrec.zarr.stores.directory import DirectoryStore  # noqa: E402
 
 MARKS = (1, 64, 128, 256)
 INNER = [{"name": "bytes", "configuration": {"endian": "little"}},

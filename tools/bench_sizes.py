@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import mrec  # noqa: E402
 from mrec.fs import RecordingFileSystem  # noqa: E402
-from mrec.repack import repack  # noqa: E402
+from mrec.archive.repack import repack  # noqa: E402
 
 KiB = 1024
 
@@ -130,7 +130,7 @@ def _converted(work: Path, name: str, src: str, top, fmt=None, xtc: bool = False
 
 def _mda_written(work: Path, top: str, src: str) -> tuple[int, bool]:
     import MDAnalysis as mda
-    import mrec.mdanalysis  # noqa: F401 - registers the writer
+    import mrec.md.mdanalysis  # noqa: F401 - registers the writer
     u = mda.Universe(top, src)
     out = work / "mda-writer.mrec.zip"
     with mda.Writer(str(out), u.atoms.n_atoms) as w:
@@ -147,7 +147,7 @@ def _ase_written(work: Path) -> tuple[int, int, bool]:
     from ase.calculators.singlepoint import SinglePointCalculator
     from ase.io.formats import define_io_format, ioformats
     if "mrec" not in ioformats:                  # what mrec's entry point does once installed
-        from mrec.ase_io import mrec_format
+        from mrec.md.ase_io import mrec_format
         define_io_format("mrec", **mrec_format._asdict(), external=True)
     rng = np.random.default_rng(28)
     images = []
@@ -201,7 +201,7 @@ def _xtc_floor(work: Path, xtc_bytes: int) -> None:
     random access (``mrec repack --profile archive``: every frame in one chunk, zstd 19).  XTC codes
     integer differences between neighbouring atoms; the codec set has no delta or integer codec."""
     dense = work / "xtc-archive.mrec.zip"
-    from mrec.repack import repack
+    from mrec.archive.repack import repack
     repack(work / "adk_oplsaa-xtc.mrec.zip", dense, profile="archive", overwrite=True)
     size = os.path.getsize(dense)
     print(f"  floor under the XTC line (repack --profile archive of that record): {size} B = "

@@ -20,7 +20,7 @@ import numpy as np
 import mrec
 from mrec.zarr.array import Array
 from mrec.zarr.codecs.sharding import EMPTY
-from mrec.zarr.store import DirectoryStore
+from mrec.zarr.stores.directory import DirectoryStore
 
 CHAPTER = {None: 24.0, 1e-3: 7.6, 1e-2: 5.8}
 

@@ -80,10 +80,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import mrec  # noqa: E402
 from mrec.fs.faulty import CrashSimulator, FaultyFileSystem, recording_fs  # noqa: E402
-from mrec.pack import plan_pack  # noqa: E402
-from mrec.record.replace import names as replace_names  # noqa: E402
-from mrec.repair import repair  # noqa: E402
-from mrec.record.precision import round_to_precision  # noqa: E402
+from mrec.archive.pack import plan_pack  # noqa: E402
+from mrec.record.integrity.replace import names as replace_names  # noqa: E402
+from mrec.check.repair import repair  # noqa: E402
+from mrec.record.model.precision import round_to_precision  # noqa: E402
 
 PREC = 1e-3
 
@@ -795,7 +795,7 @@ def check_nested_state(parent: str, scenario: str, allowed: set[str], via: str) 
     allowed version; no new / old sibling is left (a writer, repair or pack: no ``.mrec-tmp-`` name
     at all); the group holds exactly that allowed version, the record's other group and documents
     are intact; a further overwrite of the group leaves nothing of itself behind."""
-    from mrec.pack import pack
+    from mrec.archive.pack import pack
     node = NESTED[scenario]
     other = "a/b" if node == "frame" else "frame"
     path = os.path.join(parent, "r.mrec")

@@ -35,11 +35,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import mrec  # noqa: E402
 from mrec.errors import CorruptionError, StandInWarning  # noqa: E402
-from mrec.record.trajectory_read import TrajectoryReader  # noqa: E402
+from mrec.record.trajectory.reader import TrajectoryReader  # noqa: E402
 from mrec.zarr import shardscan  # noqa: E402
 from mrec.zarr.array import Array  # noqa: E402
 from mrec.zarr.codecs.base import ChunkSpec  # noqa: E402
-from mrec.zarr.store import DirectoryStore  # noqa: E402
+from mrec.zarr.stores.directory import DirectoryStore  # noqa: E402
 
 KINDS = ("uncompressed", "zstd", "shuffled", "dense")
 PER_CHUNK = 3               # frames an inner chunk (and a shard): 8 frames make two full shards and a partial one
@@ -170,7 +170,7 @@ def _where(shard: Shard, cut: int, out: Outcome) -> None:
 
 
 def _validate(seed: Seed, shard: Shard, out: Outcome) -> None:
-    from mrec.validate import validate
+    from mrec.check.validate import validate
     rep = validate(seed.path, deep=True)
     array = shard.key.rsplit("/c/", 1)[0]
     errors = [v for v in rep.violations if v.rule != "N-12"]
@@ -187,7 +187,7 @@ def _validate(seed: Seed, shard: Shard, out: Outcome) -> None:
 
 
 def _repair(seed: Seed, shard: Shard, out: Outcome, cut: int) -> None:
-    from mrec.repair import repair
+    from mrec.check.repair import repair
     rep = repair(seed.path)
     if out.raised:
         if rep.ok or not any(k.endswith(shard.key) for k, _ in rep.unrecoverable):

@@ -254,7 +254,7 @@ def _claim_case(rng: random.Random, root: str, kind: int) -> tuple[str, callable
     """A small real store whose zarr.json claims far more than its files hold: a frame column (a fixed
     array) of 2^28..2^33 rows over one stored chunk, or a trajectory of nstep 2^31..2^62 over one
     stored frame; read by the readers and ``validate --deep`` in bounded memory and time."""
-    from mrec.validate import validate
+    from mrec.check.validate import validate
     shutil.rmtree(root)
     if kind == 7:
         rows = rng.choice([2**28, 2**31, 2**33])
@@ -296,9 +296,9 @@ def _claim_case(rng: random.Random, root: str, kind: int) -> tuple[str, callable
 def bounds_case(rng: random.Random, work: str) -> tuple[str, callable]:
     """(what, run): one hostile-size input planted in a fresh directory under ``work``."""
     import struct
-    from mrec.validate import validate
+    from mrec.check.validate import validate
     from mrec.zarr.array import Array
-    from mrec.zarr.store import DirectoryStore
+    from mrec.zarr.stores.directory import DirectoryStore
     root = tempfile.mkdtemp(prefix="b", dir=work) + "/r.mrec"
     _write(f"{root}/zarr.json", b'{"zarr_format": 3, "node_type": "group", "attributes": {}}')
     n = rng.choice([1, 10, 1000, 4096])
@@ -487,7 +487,7 @@ def _remote_setup(work: str, seeds: list[str]) -> dict | None:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "spec_tests"))
     from pathlib import Path
     from servers import http_server
-    from mrec.fixtures import describe
+    from mrec.check.fixtures import describe
     root = os.path.join(work, "served")
     shutil.copytree(seeds[0], os.path.join(root, "r.mrec"))
     shutil.copy(seeds[2], os.path.join(root, "r.mrec.zip"))
@@ -526,7 +526,7 @@ def remote_case(rng: random.Random, work: str, seeds: list[str]) -> tuple[str, c
     state = _REMOTE[work]
     if state is None:
         return "skipped (no remote extra)", lambda: None
-    from mrec.fixtures import describe
+    from mrec.check.fixtures import describe
     form = rng.choice((".mrec", ".mrec.zip"))
     faults = _remote_faults(rng, state, form)
     server = state["server"]
@@ -587,8 +587,8 @@ def _link_ops(src: str, archive: str) -> dict:
     s = mrec.SequenceSchema()
     s.declare_block("a", rows=2)
     s.declare_column("a", "x", "f64")
-    from mrec.repack import repack
-    from mrec.repair import repair
+    from mrec.archive.repack import repack
+    from mrec.check.repair import repair
     return {
         "write_record": ("out.mrec", lambda t, ow: mrec.write_record(t, meta={}, frame=frame, overwrite=ow)),
         "write_frame": ("out.mrec", lambda t, ow: mrec.write_frame(t, frame, overwrite=ow)),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mrec.fixtures import make_fixtures, summary  # noqa: E402
+from mrec.check.fixtures import make_fixtures, summary  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

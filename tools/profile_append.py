@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench as B  # noqa: E402
 
 import mrec  # noqa: E402
-from mrec.record import trajectory_land  # noqa: E402
+from mrec.record.trajectory import land as trajectory_land  # noqa: E402
 from mrec.zarr import array as zarr_array  # noqa: E402
-from mrec.zarr import store as zarr_store  # noqa: E402
+from mrec.zarr.stores import directory as zarr_store  # noqa: E402
 
 STAGES = [  # (owner, attribute, label): timed by wrapping the attribute
     (mrec.TrajectoryWriter, "_plan_run", "plan (validate, round, change-detect)"),

@@ -5,8 +5,8 @@ live append needs a POSIX-like store; "an object store (S3, GCS) has none of
 these, so it holds closed records — written elsewhere, then uploaded, or
 packed into *.mrec.zip — and is read, never appended to."  So this file
 system reads and refuses every write.  It is not a second engine: the
-:class:`~mrec.zarr.store.DirectoryStore` (an uploaded ``*.mrec/`` tree) and
-the :class:`~mrec.zarr.zipstore.ZipStore` (a ``*.mrec.zip``) run over it
+:class:`~mrec.zarr.stores.directory.DirectoryStore` (an uploaded ``*.mrec/`` tree) and
+the :class:`~mrec.zarr.stores.zip_read.ZipStore` (a ``*.mrec.zip``) run over it
 unchanged, as they run over :class:`~mrec.fs.posix.PosixFileSystem`.
 
 Requests.  Every byte comes from one ranged GET (fsspec ``cat_file`` with

@@ -3,8 +3,8 @@
 * :mod:`mrec.md.text` -- extxyz / xyz / pdb text of mrec frames (no extra needed; ``mrec cat``);
 * :mod:`mrec.md.atoms` -- the per-atom view of a frame (positions, species, residues, ...);
 * :mod:`mrec.md.convert` -- ``mrec convert``: trajectories in and out through MDAnalysis or ASE;
-* :mod:`mrec.mdanalysis` -- an MDAnalysis Reader / topology parser / Writer for ``.mrec``;
-* :mod:`mrec.ase_io` -- ASE's io format plugin;
+* :mod:`mrec.md.mdanalysis` (imported as ``mrec.mdanalysis``) -- an MDAnalysis Reader / topology parser / Writer for ``.mrec``;
+* :mod:`mrec.md.ase_io` (``mrec.ase_io``, the entry point) -- ASE's io format plugin;
 * :mod:`mrec.md.live` -- records written live by a running simulation:
   :mod:`mrec.md.openmm_reporter` (``mrec.openmm.MrecReporter``), :mod:`mrec.md.ase_md`
   (``mrec.ase_md.MrecMDWriter``, for ``dyn.attach``); :mod:`mrec.md.mdtraj_io`

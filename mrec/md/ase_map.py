@@ -171,7 +171,7 @@ def image_frame(atoms, ase_units, k: int = 0) -> Image:
     """The frame of ASE image ``k`` and its declarations, or a refusal naming what cannot be stored."""
     from ase import Atoms
     from ase.io.extxyz import per_atom_properties
-    from ..record.model import Box
+    from ..record.model.frame import Box
     from .convert import _xyz_cols
     if not isinstance(atoms, Atoms):
         raise RefusalError(f"image {k} is a {type(atoms).__name__}, not an ase.Atoms", kind="bad_frame")
@@ -236,7 +236,7 @@ def _voigt(v) -> np.ndarray:
 
 def declare(schema, img: Image, precision: float | None) -> None:
     """Declare the ``atoms`` columns and per-step meta keys of the first image ``img``."""
-    from ..record.dtypes import as_column_array, canonical_dtype
+    from ..record.model.dtypes import as_column_array, canonical_dtype
     schema.declare_block("atoms", rows=img.n)
     for c, v in img.columns.items():
         dt = canonical_dtype(c) or as_column_array(v, where=None, what=f"per-atom array {c!r}")[1]

@@ -138,11 +138,11 @@ def _refuse_existing(out: str, overwrite: bool) -> None:
 
 def _partial(out: str):
     """A new empty file of this run's own beside ``out`` (``.<out>.mrec-tmp-<8 hex>.mrec-partial``,
-    an :class:`~mrec.record.replace.OwnedTemp`: made exclusively under the parent's lock, never an
+    an :class:`~mrec.record.integrity.replace.OwnedTemp`: made exclusively under the parent's lock, never an
     existing file nor through a link, ``flock``-ed for the run's life), after removing the partials
     of ``out`` a killed export left (their lock free)."""
     from ..fs import DEFAULT_FS
-    from ..record.replace import OwnedTemp
+    from ..record.integrity.replace import OwnedTemp
     owned = OwnedTemp(DEFAULT_FS, os.fspath(out), directory=False, suffix=".mrec-partial")
     owned.start()
     return owned
@@ -222,7 +222,7 @@ def _into_mrec(srcs: list[str], out: str, *, top, sel, select, precision, profil
     _refuse_existing(out, overwrite)
     # written in a temporary sibling of this run's own, moved or packed into place when complete:
     # a failed or interrupted conversion leaves no half record and keeps what --overwrite replaces
-    from ..pack import NewRecord
+    from ..archive.pack import NewRecord
     target = NewRecord(out, overwrite=overwrite)
     live = target.start()
     try:
@@ -290,7 +290,7 @@ def _xtc_resolution(reader) -> float | None:
 
 
 def _box_of_dimensions(dims):
-    from ..record.model import Box
+    from ..record.model.frame import Box
     if dims is None:
         return None
     d = np.asarray(dims, dtype=np.float64)
@@ -316,7 +316,7 @@ def _energy_keys(data: dict) -> list[str]:
 
 
 def _schema_atoms(n: int | None, precision: float | None, vel: bool, frc: bool, extra: dict | None = None):
-    from ..record.schema import SequenceSchema
+    from ..record.model.schema import SequenceSchema
     s = SequenceSchema()
     s.declare_block("atoms", rows=n)
     for c in "xyz":
@@ -348,7 +348,7 @@ def _mda_universe(src: str, top, fmt):
 
 def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progress, select=None) -> ConvertResult:
     from ..record.record import write_record
-    from ..record.trajectory_write import TrajectoryWriter
+    from ..record.trajectory.writer import TrajectoryWriter
     from .parts import chained_frames, select_atoms, source_list
     from .sizing import frames_hint
     import warnings
@@ -464,8 +464,8 @@ def write_ase_images(live: str, images, *, precision=None, profile="reference", 
     when the images have it, else the image ordinals.  ``expected_frames`` -- the writer's size hint
     (default: ``len(images)`` when it has one).  Returns (atom counts, fields written)."""
     ase_units = require("ase.units")
-    from ..record.schema import SequenceSchema
-    from ..record.trajectory_write import TrajectoryWriter
+    from ..record.model.schema import SequenceSchema
+    from ..record.trajectory.writer import TrajectoryWriter
     from .ase_map import MODULE, check_like, declare, image_frame, module_doc
     from .sizing import frames_hint
     label = label or live
@@ -515,7 +515,7 @@ def write_ase_images(live: str, images, *, precision=None, profile="reference", 
 def _set_root_units(live: str, units: dict) -> None:
     """Add ``units`` to the record's meta document (written by the trajectory writer)."""
     from ..zarr.array import read_node, write_group
-    from ..zarr.store import DirectoryStore
+    from ..zarr.stores.directory import DirectoryStore
     st = DirectoryStore(live)
     node = read_node(st, "meta")
     attrs = dict(node.attributes) if node is not None else {}
@@ -616,7 +616,7 @@ def _export_mda(src, idx, tmp, out, progress, res) -> list[int]:
     :mod:`mrec.mdanalysis` (so PDB, GRO, ... writers get the topology: names, residues, elements)."""
     mda = require("MDAnalysis")
     import warnings
-    from .. import mdanalysis as _registers_mrec  # noqa: F401
+    from . import mdanalysis as _registers_mrec  # noqa: F401
     res.reader = "MDAnalysis writer"
     if not len(idx):
         raise MrecError("no frames selected")

@@ -187,7 +187,7 @@ def read_dump(path: str, frames: slice = slice(None), count: int | None = None) 
 
 def _box(path: str, bounds) -> tuple[object, np.ndarray, np.ndarray]:
     """(Box, origin, lattice rows) of a BOX BOUNDS item."""
-    from ..record.model import Box
+    from ..record.model.frame import Box
     flags, text, no = bounds
     try:
         nums = [[float(t) for t in line.split()] for line in text]
@@ -361,8 +361,8 @@ def _columns(frame: DumpFrame, species: Species, system, where: str) -> dict[str
 
 
 def _declare(frame_cols: dict, n: int, precision: float | None):
-    from ..record.dtypes import as_column_array, canonical_dtype
-    from ..record.schema import SequenceSchema
+    from ..record.model.dtypes import as_column_array, canonical_dtype
+    from ..record.model.schema import SequenceSchema
     s = SequenceSchema()
     s.declare_block("atoms", rows=n)
     for c, v in frame_cols.items():
@@ -376,7 +376,7 @@ def import_dump(src: str, live: str, *, top, sel: slice, precision, profile, com
     """Convert the LAMMPS dump ``src`` into the new record at ``live`` (a ``*.mrec`` directory)."""
     from ..errors import MrecError
     from ..record.record import write_record
-    from ..record.trajectory_write import TrajectoryWriter
+    from ..record.trajectory.writer import TrajectoryWriter
     from .convert import ConvertResult, _creator
     from .sizing import frames_hint
     res = ConvertResult(src, live, reader="mrec LAMMPS dump reader", precision=precision)

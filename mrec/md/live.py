@@ -1,7 +1,7 @@
 """Records written live by a running simulation: what the OpenMM reporter and the ASE MD writer share.
 
 A :class:`LiveTrajectory` owns one ``<stem>.mrec`` directory and its
-:class:`~mrec.record.trajectory_write.TrajectoryWriter`, started by the engine's first report:
+:class:`~mrec.record.trajectory.writer.TrajectoryWriter`, started by the engine's first report:
 
 * a new record: ``system/`` (the topology and the units) is written whole first, then the
   trajectory is created with the engine's schema;
@@ -42,7 +42,7 @@ ENERGY_META = ("potential_energy", "kinetic_energy", "temperature")
 def md_schema(n: int, *, precision: float | None, velocities: bool, forces: bool, meta=ENERGY_META):
     """A trajectory of ``n`` atoms (a fixed row count): ``x y z`` (``precision`` or exact), then
     ``vx vy vz`` / ``fx fy fz`` when asked for, and f64 per-step ``meta`` keys."""
-    from ..record.schema import SequenceSchema
+    from ..record.model.schema import SequenceSchema
     s = SequenceSchema()
     s.declare_block("atoms", rows=n, fixed=True)
     for c in "xyz":
@@ -62,8 +62,8 @@ def xyz_columns(prefix: str, a) -> dict[str, np.ndarray]:
 
 
 def unit_cell(rows, boundary) -> Any:
-    """A :class:`~mrec.record.model.Box` of lattice vectors given as rows, or None for no cell."""
-    from ..record.model import Box
+    """A :class:`~mrec.record.model.frame.Box` of lattice vectors given as rows, or None for no cell."""
+    from ..record.model.frame import Box
     rows = np.asarray(rows, dtype=np.float64)
     if not rows.any() or abs(np.linalg.det(rows)) == 0:
         return None
@@ -133,7 +133,7 @@ class LiveTrajectory:
         """Create the record (``system()`` and ``schema()`` are only called then) or, with
         ``append``, reopen an existing trajectory truncated after step ``resume_after``."""
         from ..record.record import write_record
-        from ..record.trajectory_write import TrajectoryWriter
+        from ..record.trajectory.writer import TrajectoryWriter
         if not self._finalizer.alive:
             raise MrecError(f"{self.what} is closed", path=self.path)
         opts = dict(self._options)
@@ -149,7 +149,7 @@ class LiveTrajectory:
 
     def _check_same(self, mine) -> None:
         """An appended record declares what this writer writes, or it is refused (untouched)."""
-        from ..record.trajectory_read import TrajectoryReader
+        from ..record.trajectory.reader import TrajectoryReader
         with TrajectoryReader(self.path) as r:
             stored = r.schema
         if stored.to_json() == mine.to_json():

@@ -57,9 +57,9 @@ def frames_hint(n) -> int | None:
 
 
 def finish_record(target, live: str) -> None:
-    """Compact the documents of the complete record at ``live`` (a :class:`~mrec.pack.NewRecord`'s
+    """Compact the documents of the complete record at ``live`` (a :class:`~mrec.archive.pack.NewRecord`'s
     path), then move or pack it into place."""
-    from ..pack import ARCHIVE_SUFFIX
-    from ..repack import compact_documents
+    from ..archive.pack import ARCHIVE_SUFFIX
+    from ..archive.repack import compact_documents
     compact_documents(live, fsync=not target.out.endswith(ARCHIVE_SUFFIX), minimal=True)
     target.finish()

@@ -17,7 +17,7 @@ from ..zarr.codecs.shuffle import ShuffleCodec
 from ..zarr.codecs.vlen_utf8 import VlenUtf8Codec
 from ..zarr.codecs.zstd_ import ZstdCodec
 from ..zarr.pipeline import CodecPipeline
-from .dtypes import numpy_dtype, row_bytes  # noqa: F401  (row_bytes re-exported: the extents rules use it)
+from .model.dtypes import numpy_dtype, row_bytes  # noqa: F401  (row_bytes re-exported: the extents rules use it)
 
 KiB, MiB = 1024, 1024 * 1024
 COLUMN_CHUNK_TARGET = 16 * KiB

@@ -5,7 +5,7 @@ A record is one Zarr root holding ``meta`` (always), and any of ``status``,
 ``metrics``, ``forcefield`` and ``trajectory``, plus sections it does not
 model.  :func:`write_record` writes everything but
 the trajectory (a trajectory is streamed by
-:class:`~mrec.record.trajectory_write.TrajectoryWriter`, into a record made
+:class:`~mrec.record.trajectory.writer.TrajectoryWriter`, into a record made
 here or into a new one); :func:`read_record` reads a ``*.mrec`` directory or a
 ``*.mrec.zip`` archive (by range reads, no extraction).
 
@@ -18,7 +18,7 @@ What mrec decides where the spec is silent (docs/user-guide.md):
   ``.mrec-tmp-new-<name>`` and swapped in; a crash anywhere leaves the old or
   the new record under the name, or the new one under that sibling, from
   which the next write / read / writer open / ``mrec repair`` of the name
-  rolls forward (:mod:`mrec.record.replace`).  A group replaced inside a
+  rolls forward (:mod:`mrec.record.integrity.replace`).  A group replaced inside a
   record (:func:`write_section`, :func:`write_frame` with ``group``) runs the
   same protocol in its parent group's directory, and every read and write of
   the record recovers such a replace first.
@@ -43,18 +43,18 @@ from ..fs.remote import refuses_urls
 from ..fs.posix import TEMP_MARK
 from ..zarr.array import meta_key, read_node, write_group
 from ..zarr.metadata import GroupMetadata
-from ..zarr.store import DirectoryStore
-from .documents import check_meta, check_method, check_status
-from .forcefield import ForceField, read_forcefield, write_forcefield
-from .frame_group import read_frame_group, write_frame_group
-from .lock import LOCK_NAME
-from .metrics import Metrics
-from .model import Frame, check_node_name
-from .nodes import Group, read_group_tree, write_group_tree
-from .observables import Observable, check_observables, read_observables, write_observables
-from .replace import Build, recover
-from .schema import check_text
-from .trajectory_read import TRAJ, TrajectoryReader, open_store
+from ..zarr.stores.directory import DirectoryStore
+from .sections.documents import check_meta, check_method, check_status
+from .sections.forcefield import ForceField, read_forcefield, write_forcefield
+from .sections.frame_group import read_frame_group, write_frame_group
+from .integrity.lock import LOCK_NAME
+from .sections.metrics import Metrics
+from .model.frame import Frame, check_node_name
+from .sections.nodes import Group, read_group_tree, write_group_tree
+from .sections.observables import Observable, check_observables, read_observables, write_observables
+from .integrity.replace import Build, recover
+from .model.schema import check_text
+from .trajectory.reader import TRAJ, TrajectoryReader, open_store
 
 __all__ = ["Record", "write_record", "read_record", "read_frame", "sections", "check_system_alignment",
            "KNOWN_SECTIONS", "SUBSTANTIVE_SECTIONS", "PIECE", "write_frame", "write_section", "read_group"]
@@ -77,14 +77,14 @@ class Record:
 
     ``meta`` / ``status`` / ``method`` are the documents (dicts, ``None`` when
     absent; ``meta`` is ``{}`` when the record has none), ``frame`` /
-    ``system`` :class:`~mrec.record.model.Frame`, ``forcefield`` a
-    :class:`~mrec.record.forcefield.ForceField`, ``observables`` a dict of
-    :class:`~mrec.record.observables.Observable`, ``metrics`` a
-    :class:`~mrec.record.metrics.Metrics`, ``trajectory`` a
-    :class:`~mrec.record.trajectory_read.TrajectoryReader` or None.
+    ``system`` :class:`~mrec.record.model.frame.Frame`, ``forcefield`` a
+    :class:`~mrec.record.sections.forcefield.ForceField`, ``observables`` a dict of
+    :class:`~mrec.record.sections.observables.Observable`, ``metrics`` a
+    :class:`~mrec.record.sections.metrics.Metrics`, ``trajectory`` a
+    :class:`~mrec.record.trajectory.reader.TrajectoryReader` or None.
     ``root_attrs`` are the root group's attributes; ``unknown`` maps every
     store key mrec does not model to its bytes; ``groups`` are sections
-    mrec does not model given as :class:`~mrec.record.nodes.Group` trees (to
+    mrec does not model given as :class:`~mrec.record.sections.nodes.Group` trees (to
     create them: once written they read back as ``unknown`` bytes, and
     :func:`read_group` reads one as a tree).
     """
@@ -121,7 +121,7 @@ class Record:
             self.store = None
 
     def __repr__(self) -> str:
-        from .describe import record_repr
+        from .model.describe import record_repr
         return record_repr(self)
 
     def __enter__(self):
@@ -390,7 +390,7 @@ def read_record(path, *, fs=None, storage_options=None) -> Record:
 def _recover_for_reading(path, fs, node: str = "") -> None:
     """Before a read of a local record directory: finish or undo an overwrite a crash interrupted, of
     the record or of a group inside it (with ``node``, of those the group ``node`` depends on:
-    :mod:`mrec.record.replace`; abandoned builds are left to writers: nothing reads them)."""
+    :mod:`mrec.record.integrity.replace`; abandoned builds are left to writers: nothing reads them)."""
     name = os.fspath(path)
     if not name.endswith(".zip") and "://" not in name:
         recover(fs or DEFAULT_FS, os.path.abspath(name), builds=False, node=node)
@@ -452,7 +452,7 @@ def _read(store, path: str) -> Record:
 
 
 def _check_references(store, node: str, f: Frame, sections_: dict[str, Frame] | None = None) -> None:
-    """The row references of the frame-shaped group ``node`` (:func:`~mrec.record.model.check_row_references`,
+    """The row references of the frame-shaped group ``node`` (:func:`~mrec.record.model.frame.check_row_references`,
     through :meth:`Frame.check_references`): the one check of every reader of a frame-shaped group.
     ``sections_`` holds the sections read already; one an absolute target names (``/system/atoms``)
     is read from ``store`` when it is there, as ``read_record`` has it."""
@@ -529,7 +529,7 @@ def _new_store(path, write, *, overwrite: bool, fs) -> Path:
     """Build a new store at ``path`` under a temporary sibling (``write(store)`` returns its keys), fsync
     it and move it into place; an existing path is refused unless ``overwrite``, and then the complete
     new store is committed under ``.mrec-tmp-new-<name>`` before the old one moves, so a crash leaves a
-    complete store under the name or one the next open recovers (:mod:`mrec.record.replace`)."""
+    complete store under the name or one the next open recovers (:mod:`mrec.record.integrity.replace`)."""
     fs = fs or DEFAULT_FS
     final = _claim(fs, path, overwrite)
     parent, name = os.path.split(final)
@@ -560,7 +560,7 @@ def _add_node(root, node: str, write, *, overwrite: bool, fs) -> Path:
 
     Missing parent groups get an empty ``zarr.json``.  The group is built under a build name in its
     parent group's directory, fsynced and moved under its name by the protocol of whole records
-    (:class:`~mrec.record.replace.Build`): replacing an existing group, the complete new one is
+    (:class:`~mrec.record.integrity.replace.Build`): replacing an existing group, the complete new one is
     first committed under ``.mrec-tmp-new-<name>``, so a crash leaves the old group or the new one,
     which the next read or write of the record recovers."""
     fs = fs or DEFAULT_FS

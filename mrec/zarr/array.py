@@ -24,7 +24,7 @@ from . import shardscan
 from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
 from .parallel import batch_threads, concurrent, decode_all, decode_parts, encode_all
-from .padded import STREAM_FROM, padded_pieces
+from .read.padded import STREAM_FROM, padded_pieces
 from .pipeline import batch_encoder
 
 
@@ -1590,7 +1590,7 @@ class ShardedAppender:
 
     @property
     def _large_chunks(self) -> bool:
-        """Inner chunks of more than :data:`~mrec.zarr.padded.STREAM_FROM` bytes spanning the trailing
+        """Inner chunks of more than :data:`~mrec.zarr.read.padded.STREAM_FROM` bytes spanning the trailing
         axes (a block declared with far more rows than its frames have): a partial one is padded in
         pieces (:meth:`_streamed_tail`)."""
         m, sh = self.array.meta, self.sharding

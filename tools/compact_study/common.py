@@ -31,7 +31,7 @@ def xtc_bytes(kind):
     return b
 
 def quantize(pos, p=1e-2):
-    from mrec.record.precision import round_to_precision
+    from mrec.record.model.precision import round_to_precision
     return round_to_precision(pos, p)
 
 def chunks(col, F):

@@ -1,0 +1,502 @@
+"""Planning a frame: validation, change detection and the declared-precision rounding.
+
+The first stage of :class:`~mrec.record.trajectory.writer.TrajectoryWriter`.  A frame is checked
+completely here (schema, steps, times, meta values, strings, the ``system/`` alignment,
+``aligned_with`` and ``targets`` on the frame as it will resolve, the cell) and its columns are
+converted to the declared dtypes and rounded to their declared precision; a block whose rows
+equal its latest update is dropped from the plan (change detection).  Nothing here changes the
+writer: a refusal raises before :mod:`~mrec.record.trajectory.buffer` applies the plan.
+
+:meth:`Planning._plan_run` is the batch form (:meth:`TrajectoryWriter.extend`, and ``append``
+of a regular frame): a run of frames of one structure stacked, rounded and change-detected as
+``(frames, rows)`` arrays, cut before the first frame the general plan would refuse.  A pipelined
+writer's ``append`` of one regular frame copies its ``f64`` columns unrounded instead and decides
+"changed" from a few rounded values a column (:func:`~mrec.record.model.precision.rounded_head`); its
+committer thread rounds the rows (:class:`~mrec.record.trajectory.land.Unrounded`).
+"""
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Mapping
+
+import numpy as np
+
+from ...errors import RefusalError
+from ..model import typed_json
+from ..model.dtypes import numpy_dtype
+from ..model.frame import Box, Frame
+from ..model.precision import round_to_precision, stack_rounded, stack_rows
+from ..model.schema import ABSENT, check_text
+
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+
+
+_ONE_TRUE, _ONE_FALSE = np.ones(1, bool), np.zeros(1, bool)
+for _a in (_ONE_TRUE, _ONE_FALSE):
+    _a.flags.writeable = False
+
+
+def _bits_equal(a: float, b: float) -> bool:
+    return struct.pack("<d", a) == struct.pack("<d", b)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bitwise equality (NaN equals NaN, -0.0 differs from +0.0)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype == object:
+        return list(a.ravel()) == list(b.ravel())
+    if a.size > 64 and a.flags.c_contiguous and b.flags.c_contiguous:
+        # a moving column differs in its first value: two 8-byte copies instead of two whole ones
+        fa, fb = a.reshape(-1), b.reshape(-1)
+        if fa[:1].tobytes() != fb[:1].tobytes():
+            return False
+    return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
+
+
+def _frame_like(frame, i: int):
+    """``frame`` when it can be made a Frame (a mapping), else the refusal every bad frame gets: a
+    ``None``, a list or a number is no frame (``bad_layout``, as ``write_record`` says of one)."""
+    if isinstance(frame, Mapping):
+        return frame
+    raise RefusalError(f"frame {i}: cannot make a Frame from {type(frame).__name__} (a frame is a mrec.Frame "
+                       "or a mapping {'blocks': ..., 'meta': ..., 'box': ...})", kind="bad_layout")
+
+
+def _owned(v: np.ndarray, given) -> np.ndarray:
+    """``v``, or a copy of it when it shares memory with ``given`` (an array of the caller's): the
+    rows a writer buffers until its next landing are its own, never a view the caller may refill
+    in place before then (tests: spec_tests/test_writer_owns_rows.py)."""
+    if isinstance(given, np.ndarray) and np.may_share_memory(v, given):
+        return v.copy()
+    return v
+
+
+def _box_equal(a: Box, b: Box) -> bool:
+    return (_same(np.asarray(a.vectors, np.float64), np.asarray(b.vectors, np.float64))
+            and _same(np.asarray(a.origin, np.float64), np.asarray(b.origin, np.float64))
+            and _same(np.asarray(a.boundary, bool), np.asarray(b.boundary, bool)))
+
+
+def _plain_parts(fr):
+    """(blocks, the cell as given or None) of a frame holding nothing but blocks and a box (a
+    ``Frame``, ``{"blocks": ..., "box": ...}`` or a bare blocks dict), else None."""
+    box = None
+    if type(fr) is dict:
+        if "blocks" in fr:
+            if len(fr) != 1:
+                if len(fr) != 2 or "box" not in fr:
+                    return None
+                box = fr["box"]
+            blocks = fr["blocks"]
+        else:
+            blocks = fr
+    elif isinstance(fr, Frame):
+        if fr.masks or fr.meta or fr.precision or fr.block_attrs:
+            return None
+        blocks, box = fr.blocks, fr.box
+    else:
+        return None
+    return (blocks, box) if type(blocks) is dict else None
+
+
+
+class Planning:
+    """The planning methods of :class:`~mrec.record.trajectory.writer.TrajectoryWriter` (a mixin).
+
+    Reads the writer's schema, ``system``, block / box / step / time state, ``nframes`` and
+    ``flush_every``; writes nothing but the cached batch spec (``_fast_spec_cache``)."""
+
+    def _check_system(self, plans: dict, i: int) -> None:
+        for name, (rows, values, _masks) in plans.items():
+            if name not in self.system:
+                continue
+            n, ids = self.system[name]
+            if rows != n:
+                raise RefusalError(f"frame {i}: block {name!r} has {rows} rows but the system block of that name "
+                                   f"has {n}; it is aligned 1:1 by row order (a ragged block may not share a "
+                                   "name with a system block)", kind="row_count_mismatch")
+            if ids is not None and "id" in values and not _same(np.asarray(values["id"]), np.asarray(ids)):
+                raise RefusalError(f"frame {i}: block {name!r} id column differs from the system block's id "
+                                   "column (aligned blocks hold the same entities in the same order)",
+                                   kind="row_count_mismatch")
+
+
+    def _next_step(self, step) -> int:
+        last = self.step.last
+        if step is None:
+            step = 0 if last is None else last + 1
+        if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
+            raise RefusalError(f"step {step!r} is not an integer", kind="step_not_increasing")
+        step = int(step)
+        if not I64_MIN <= step <= I64_MAX:
+            raise RefusalError(f"step {step} is outside the i64 range", kind="step_not_increasing")
+        if last is not None and step <= last:
+            what = "repeats" if step == last else "decreases from"
+            raise RefusalError(f"step {step} {what} the previous step {last}: steps must strictly increase",
+                               kind="step_not_increasing")
+        return step
+
+    def _check_time(self, time):
+        if time is not None:
+            if isinstance(time, (bool, np.bool_)) or not isinstance(time, (int, float, np.integer, np.floating)):
+                raise RefusalError(f"time {time!r} is not a number", kind="partial_time")
+            time = float(time)
+        if self.has_time is None:
+            return time
+        if self.has_time and time is None:
+            raise RefusalError(f"frame {self.nframes} drops the time every earlier frame had (time is all-or-nothing)",
+                               kind="partial_time")
+        if not self.has_time and time is not None:
+            raise RefusalError(f"frame {self.nframes} gains a time no earlier frame had (time is all-or-nothing)",
+                               kind="partial_time")
+        return time
+
+    def _check_strings(self, f: Frame, i: int) -> None:
+        """Refuse (``bad_string``) a string value UTF-8 cannot encode (a lone surrogate): accepted, it
+        would make every later flush fail with the frames after the last commit lost."""
+        for name, cols in f.blocks.items():
+            for c, cd in self.schema.blocks[name].columns.items():
+                if cd.dtype == "string" and c in cols:
+                    check_text(cols[c], f"frame {i}: block {name!r} column {c!r}, row", self.store.root)
+
+    def _meta_values(self, f: Frame) -> dict:
+        out = {}
+        for key, md in self.schema.meta.items():
+            if key in f.meta:
+                v = f.meta[key]
+            elif md.fill is not ABSENT:
+                v = md.fill
+            else:
+                raise RefusalError(f"frame {self.nframes} omits meta key {key!r}, which has no fill",
+                                   kind="missing_meta_value")
+            v = typed_json.coerce_meta_value(md.tag, v, key)
+            if md.tag in ("string", "json"):       # JSON would escape a lone surrogate: refused alike
+                check_text(v, f"frame {self.nframes}: meta key {key!r}", self.store.root)
+            if md.tag == "json":
+                v = typed_json.json_dumps(v)
+            out[key] = v
+        return out
+
+    @staticmethod
+    def _target_max(decl, values: dict, masks: dict) -> dict[str, int]:
+        out = {}
+        for col in (decl.targets or {}):
+            v = values.get(col)
+            if v is None or not len(v):
+                continue
+            m = masks.get(col)
+            vv = v[m] if m is not None else v
+            if len(vv):
+                out[col] = int(np.max(vv))
+        return out
+
+    def _plan_blocks(self, f: Frame) -> dict:
+        plans = {}
+        for name, decl in self.schema.blocks.items():
+            if name not in f.blocks:
+                continue
+            given = f.blocks[name]
+            values = {}
+            rows = None
+            for col, cd in decl.columns.items():
+                v = np.asarray(given[col]) if cd.dtype != "string" else np.asarray(given[col], dtype=object)
+                want = numpy_dtype(cd.dtype)
+                if v.dtype != want:
+                    v = v.astype(want)
+                if cd.precision is not None:
+                    v = round_to_precision(v, cd.precision)
+                v = np.ascontiguousarray(v)
+                values[col] = _owned(v, given[col])
+                rows = len(v)
+            if rows is None:
+                rows = 0
+            masks = {}
+            for col, cd in decl.columns.items():
+                if cd.nullable:
+                    m = (f.masks.get(name) or {}).get(col)
+                    masks[col] = np.ones(rows, bool) if m is None else _owned(np.asarray(m, dtype=bool), m)
+            bs = self.blocks[name]
+            if bs.differs(rows, values, masks):
+                plans[name] = (rows, values, masks)
+        return plans
+
+    def _check_resolved(self, plans: dict, i: int) -> None:
+        """aligned_with and targets on the frame as it will resolve."""
+        def rows_of(name):
+            if name in plans:
+                return plans[name][0]
+            return self.blocks[name].resolved_rows
+
+        for name, decl in self.schema.blocks.items():
+            r = rows_of(name)
+            if decl.aligned_with and r is not None:
+                t = rows_of(decl.aligned_with)
+                if t is None:
+                    raise RefusalError(f"frame {i}: aligned block {name!r} is present while its target "
+                                       f"{decl.aligned_with!r} is absent", kind="aligned_count_mismatch")
+                if t != r:
+                    raise RefusalError(f"frame {i}: aligned block {name!r} has {r} rows, its target "
+                                       f"{decl.aligned_with!r} {t}: restate it when the target's count changes",
+                                       kind="aligned_count_mismatch")
+            if decl.targets and r:
+                maxes = self._target_max(decl, plans[name][1], plans[name][2]) if name in plans else self.blocks[name].target_max
+                for col, target in decl.targets.items():
+                    if target.startswith("/") or col not in maxes:
+                        continue
+                    t = rows_of(target) if target in self.schema.blocks else None
+                    if t is None:
+                        raise RefusalError(f"frame {i}: {name}/{col} references block {target!r}, absent in this frame",
+                                           kind="bad_reference")
+                    if maxes[col] >= t:
+                        raise RefusalError(f"frame {i}: {name}/{col} holds row {maxes[col]}, but {target!r} has {t} rows",
+                                           kind="bad_reference")
+
+    def _plan_box(self, f: Frame, i: int):
+        if f.box is None:
+            return None
+        box = f.box if isinstance(f.box, Box) else Box.from_any(f.box)
+        b = self.box
+        if b.defined is not None and b.defined != box.defined:
+            raise RefusalError(f"frame {i}: cell_defined changes from {b.defined} to {box.defined}; a trajectory "
+                               "holds one cell_defined flag for every update", kind="bad_box")
+        if b.last is not None and _box_equal(b.last, box):
+            return None
+        return box
+
+    def _plan_frame(self, frame, step=None, time=None) -> tuple:
+        """The general plan: the frame built and validated as a :class:`Frame`, every refusal raised,
+        nothing changed; ``(frame index, step, time, meta values, block plans, cell or None)`` for
+        :meth:`~mrec.record.trajectory.buffer.Buffering._apply_frame`."""
+        i = self.nframes
+        f = frame if isinstance(frame, Frame) else self.schema.frame(_frame_like(frame, i))   # int lists take declared dtypes
+        self.schema.check_frame(f)
+        step = self._next_step(step)
+        time = self._check_time(time)
+        meta_values = self._meta_values(f)
+        self._check_strings(f, i)
+        plans = self._plan_blocks(f)
+        self._check_system(plans, i)
+        self._check_resolved(plans, i)
+        box = self._plan_box(f, i)
+        return i, step, time, meta_values, plans, box
+
+    def _fast_spec(self):
+        """block -> (rows fixed by structural_shape or None, [(column, numpy dtype, trailing, precision,
+        nullable)]) for blocks the batch path can take; None when the schema rules the batch path out."""
+        spec = self.__dict__.get("_fast_spec_cache", False)
+        if spec is not False:
+            return spec
+        spec = {}
+        if self.schema.meta:
+            spec = None
+        else:
+            for name, decl in self.schema.blocks.items():
+                if decl.aligned_with is not None or decl.targets:
+                    spec = None
+                    break
+                cols = []
+                for c, cd in decl.columns.items():
+                    if cd.dtype == "string" or 0 in cd.trailing:
+                        cols = None
+                        break
+                    cols.append((c, numpy_dtype(cd.dtype), tuple(cd.trailing), cd.precision, cd.nullable))
+                if cols:
+                    fixed = math.prod(decl.structural_shape) if decl.structural_shape is not None else None
+                    groups: dict = {}
+                    for c, dt, tr, p, _n in cols:
+                        groups.setdefault((p, tr) if p is not None else (None, c), []).append(c)
+                    nullable = [c for c, *_rest, n in cols if n]
+                    spec[name] = (fixed, cols, [(k[0], g) for k, g in groups.items()], nullable)
+        self._fast_spec_cache = spec
+        return spec
+
+    @staticmethod
+    def _fast_blocks(fr, spec):
+        """(blocks, their (name, rows) signature, the cell as given or None) of ``fr`` when the batch
+        path can take it, else None."""
+        parts = _plain_parts(fr)
+        if parts is None:
+            return None
+        blocks, box = parts
+        sig = []
+        for name, given in blocks.items():
+            s = spec.get(name) if type(name) is str else None
+            if s is None or type(given) is not dict:
+                return None
+            fixed, cols = s[0], s[1]
+            if len(given) != len(cols):
+                return None
+            rows = -1
+            for c, dt, trailing, _p, _n in cols:
+                a = given.get(c)
+                if type(a) is not np.ndarray or a.dtype != dt or a.shape[1:] != trailing or a.ndim != 1 + len(trailing):
+                    return None
+                if rows < 0:
+                    rows = a.shape[0]
+                elif a.shape[0] != rows:
+                    return None
+            if rows <= 0 or (fixed is not None and rows != fixed):
+                return None
+            sig.append((name, rows))
+        if not sig:
+            return None
+        return blocks, tuple(sig), box
+
+    @staticmethod
+    def _same_structure(fr, tmpl):
+        """(blocks, cell or None) of ``fr`` when it has exactly the blocks, columns, dtypes and shapes
+        of ``tmpl`` (what :meth:`_fast_blocks` accepted for the run's first frame), else None."""
+        parts = _plain_parts(fr)
+        if parts is None:
+            return None
+        blocks, box = parts
+        if len(blocks) != len(tmpl):
+            return None
+        for name, ncols, cols in tmpl:
+            given = blocks.get(name)
+            if type(given) is not dict or len(given) != ncols:
+                return None
+            for c, dt, shape in cols:
+                a = given.get(c)
+                if type(a) is not np.ndarray or a.shape != shape or (a.dtype is not dt and a.dtype != dt):
+                    return None
+        return blocks, box
+
+
+    def _plan_run(self, batch: list, pos: int):
+        """Plan the longest run of regular frames from batch[pos] up to the next automatic flush, exactly
+        as :meth:`_plan_frame` one by one would: ``(frames, plans, cell updates, first step)`` for
+        :meth:`~mrec.record.trajectory.buffer.Buffering._apply_run`, or None (batch[pos] goes to the
+        general append).  Changes nothing."""
+        if self.closed or self.failed is not None or self.has_time:
+            return None
+        spec = self._fast_spec()
+        if spec is None:
+            return None
+        room = self.flush_every - (self.nframes - self._flushed)
+        last = self.step.last
+        first_step = 0 if last is None else last + 1
+        end = min(len(batch), pos + max(1, room), pos + max(0, I64_MAX - first_step + 1))
+        if end <= pos:
+            return None
+        head = self._fast_blocks(batch[pos], spec)
+        if head is None:
+            return None
+        blocks0, sig, box0 = head
+        run, boxes = [blocks0], [box0]
+        # the next frames must have the head's exact structure: one shape comparison per column
+        if end > pos + 1:
+            tmpl = [(name, len(spec[name][1]), [(c, dt, (rows, *tr)) for c, dt, tr, _p, _n in spec[name][1]])
+                    for name, rows in sig]
+        for k in range(pos + 1, end):
+            b = self._same_structure(batch[k], tmpl)
+            if b is None:
+                break
+            run.append(b[0])
+            boxes.append(b[1])
+        F = len(run)
+        # ---- the cells: built and change-detected as _plan_box would, frame after frame ----
+        box_updates = []
+        cut = F
+        bx = self.box
+        defined, last_box = bx.defined, bx.last
+        for k, raw in enumerate(boxes):
+            if raw is None:
+                continue
+            try:
+                box = raw if isinstance(raw, Box) else Box.from_any(raw)
+            except Exception:          # a malformed cell: append builds and refuses it
+                cut = k
+                break
+            if defined is not None and defined != box.defined:
+                cut = k                # append refuses the cell_defined change
+                break
+            if last_box is not None and _box_equal(last_box, box):
+                continue
+            box_updates.append((k, box))
+            if defined is None:
+                defined = box.defined
+            last_box = box
+        if cut == 0:
+            return None
+        if cut < F:
+            run, F = run[:cut], cut
+        # ---- plan: stacks, rounding, change detection, the system/ alignment (nothing changes yet) ----
+        plans = []
+        # a pipelined append of one frame buffers its f64 columns unrounded (its own copy) and
+        # leaves the rounding to the committer thread; change detection rounds a few values
+        defer = F == 1 and self.pipeline
+        for name, rows in sig:
+            bs = self.blocks[name]
+            values, masks = {}, {}
+            unrounded = []
+            for p, group in spec[name][2]:
+                if defer and p is not None and not (name in self.system and "id" in group):   # ids: as given
+                    srcs = [run[0][name][c] for c in group]
+                    v = stack_rows(srcs)          # a fresh array: the writer's own copy
+                    unrounded.append((p, tuple(group), v))
+                    v = v.reshape(len(group), 1, *v.shape[1:])
+                    for g, c in enumerate(group):
+                        values[c] = v[g]
+                    continue
+                # the columns of one precision (and trailing shape) are stacked and rounded in one call
+                if len(group) == 1 and F == 1:
+                    src = run[0][name][group[0]]
+                    v = src[None]
+                    if p is not None:
+                        v = round_to_precision(v, p)
+                    v = _owned(v, src)      # the writer owns what it buffers: the caller may refill src
+                else:
+                    srcs = [blk[name][c] for c in group for blk in run]
+                    # stacked and rounded in one go unless a value is NaN / inf / huge
+                    v = stack_rounded(srcs, p) if p is not None else stack_rows(srcs)
+                    if v is None:
+                        v = round_to_precision(np.stack(srcs), p)
+                v = v.reshape(len(group), F, *v.shape[1:])
+                for g, c in enumerate(group):
+                    values[c] = np.ascontiguousarray(v[g])
+            for c in spec[name][3]:
+                masks[c] = np.ones((F, rows), bool)
+            lazy = None
+            if unrounded:
+                first, heads = bs.differs_unrounded(rows, {c: v[0] for c, v in values.items()},
+                                                    {c: m[0] for c, m in masks.items()}, unrounded)
+                lazy = ({c: p for p, cols, _v in unrounded for c in cols}, heads)
+            else:
+                first = bs.differs(rows, {c: v[0] for c, v in values.items()}, {c: m[0] for c, m in masks.items()})
+            if F == 1:
+                upd = _ONE_TRUE if first else _ONE_FALSE
+            else:
+                upd = np.zeros(F, bool)
+                upd[0] = first
+                for v in values.values():
+                    flat = v.reshape(F, -1)
+                    flat = flat.view(np.uint64) if flat.dtype.itemsize == 8 else flat.view(np.uint8)
+                    # a moving column differs in its first values: only the frames whose first
+                    # 8 values repeat the previous frame's are compared in full
+                    head = min(8, flat.shape[1])
+                    moved = (flat[1:, :head] != flat[:-1, :head]).any(axis=1)
+                    rest = np.flatnonzero(~moved)
+                    if len(rest):
+                        moved[rest] = (flat[rest + 1] != flat[rest]).any(axis=1)
+                    upd[1:] |= moved
+            if name in self.system:
+                n, ids = self.system[name]
+                bad = upd.copy() if rows != n else np.zeros(F, bool)
+                if ids is not None and "id" in values and rows == n:
+                    ids = np.asarray(ids)
+                    v = values["id"]
+                    if v.dtype != ids.dtype or v.shape[1:] != ids.shape:
+                        same = np.zeros(F, bool)
+                    else:
+                        want = np.ascontiguousarray(ids).reshape(1, -1).view(np.uint8)
+                        same = (v.reshape(F, -1).view(np.uint8) == want).all(axis=1)
+                    bad = upd & ~same
+                if bad.any():
+                    cut = min(cut, int(np.argmax(bad)))
+            plans.append((bs, rows, values, masks, upd, lazy))
+        if cut == 0:
+            return None                # the first frame is refused: append raises it
+        return cut, plans, box_updates, first_step

@@ -1,0 +1,2 @@
+"""Zarr stores: the read interface and the directory store (directory.py), the zip store read with
+random access (zip_read.py), the zip writer (zip_write.py) and stores at a URL (remote.py)."""

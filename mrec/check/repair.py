@@ -5,7 +5,7 @@ of a ``*.mrec`` directory (its crc32c, and that it ends where the file ends),
 rebuilds each one that fails from the inner chunks that verify — each ends with
 its own crc32c — up to the logical lengths the reopen rule gives from
 ``nstep``, and rewrites it in place (one positional write of the index, fsync;
-see :mod:`mrec.record.integrity.repair` for why that is safe and idempotent).
+see :mod:`mrec.record.trajectory.repair` for why that is safe and idempotent).
 ``TrajectoryWriter.open`` runs it before appending.
 
 Like a writer, repair takes the store's writer lock (a live writer, pack or
@@ -31,7 +31,7 @@ from ..fs import DEFAULT_FS, refuse_link
 from ..fs.remote import refuses_urls
 from ..record.integrity.lock import lock_store
 from ..record.integrity.replace import interrupted, names, recover, recover_within
-from ..record.integrity.repair import RepairReport, ShardRepair, repair_store
+from ..record.trajectory.repair import RepairReport, ShardRepair, repair_store
 from ..zarr.stores.directory import DirectoryStore
 
 __all__ = ["repair", "RepairReport", "ShardRepair", "add_repair_command", "main"]

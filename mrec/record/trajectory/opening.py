@@ -4,7 +4,7 @@
 trajectory, creates every declared block's group and arrays (extents from
 :mod:`~mrec.record.extents`: the profile, the size hint) and names them in
 ``trajectory/zarr.json`` last.  :meth:`Opening.open` takes the lock, repairs torn shard indexes
-(:mod:`~mrec.record.integrity.repair`), optionally lowers the commit marker (a restart:
+(:mod:`~mrec.record.trajectory.repair`), optionally lowers the commit marker (a restart:
 :mod:`~mrec.record.trajectory.truncate`) and restores the writer's state from the committed layout, each
 array shrunk to its logical length (the reopen rule).  Both are classmethods of
 :class:`~mrec.record.trajectory.writer.TrajectoryWriter` through this mixin.
@@ -29,7 +29,7 @@ from ..model.frame import Frame
 from ..integrity.leftovers import prepare_for_writing
 from ..integrity.lock import lock_store
 from ..integrity.replace import recover
-from ..integrity.repair import repair_store
+from .repair import repair_store
 from ..model.schema import SequenceSchema, check_text
 from ..sections.frame_group import VALIDITY
 from .buffer import _BlockState

@@ -12,7 +12,7 @@ import pytest
 import mrec
 import mrec.dask as md
 from mrec import TrajectoryReader, TrajectoryWriter
-from mrec.archive import pack
+from mrec import pack
 from mrec.errors import MrecError, RefusalError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

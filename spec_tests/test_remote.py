@@ -20,7 +20,7 @@ import pytest
 
 import mrec
 from mrec import TrajectoryReader, TrajectoryWriter, read_frame, read_record, sections, unpack, write_record
-from mrec.archive import pack
+from mrec import pack
 from mrec.errors import MrecError, RefusalError, StoreError
 from mrec.check.fixtures import describe
 from mrec.fs.remote import RemoteFileSystem, require

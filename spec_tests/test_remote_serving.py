@@ -25,7 +25,7 @@ import pytest
 
 import mrec
 from mrec import TrajectoryReader
-from mrec.archive import pack
+from mrec import pack
 from mrec.errors import RangesIgnoredWarning, StoreError
 from mrec.check.fixtures import describe
 

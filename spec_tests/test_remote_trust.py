@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from mrec import TrajectoryReader, read_frame, read_record
-from mrec.archive import pack
+from mrec import pack
 from mrec.errors import MrecError, RefusalError, StoreError, ZipFormatError
 from mrec.fs.remote import RemoteFileSystem
 from mrec.zarr.stores.zip_read import CENTRAL_FMT, ZipStore

@@ -19,7 +19,7 @@ import tensorstore as ts
 import zarr
 
 from mrec import Box, TrajectoryReader, TrajectoryWriter
-from mrec.archive import pack
+from mrec import pack
 from mrec.errors import RefusalError
 from mrec.check.fixtures import VALID, describe
 from mrec.fs import RecordingFileSystem

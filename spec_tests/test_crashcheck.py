@@ -1,23 +1,24 @@
-"""tools/crashcheck.py in its short form: every sampled cut of a recorded session, both failure models."""
+"""tools/crashcheck/ in its short form: every sampled cut of a recorded session, both failure models."""
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 import shutil
+import sys
 
 import numpy as np
 import pytest
 
 from mrec.fs.faulty import CrashSimulator, recording_fs
 
-TOOL = os.path.join(os.path.dirname(__file__), "..", "tools", "crashcheck.py")
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("crashcheck", TOOL)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """The package tools.crashcheck (``python -m tools.crashcheck`` from the repository root)."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    return importlib.import_module("tools.crashcheck")
 
 
 def test_crashcheck_quick(capsys):
@@ -222,7 +223,7 @@ def test_crashcheck_faults_quick(capsys):
     """ENOSPC / EIO at sampled writes and fsyncs of a session (flushes, automatic flushes, a close
     and reopen): WriteError with the errno, every retry refused, the reported-committed frames
     bit-identical with no block vanished, reopen continues (issue 17.4-17.5; the full sweep is
-    `python tools/crashcheck.py --faults`, figures in docs/reliability.md)."""
+    `python -m tools.crashcheck --faults`, figures in docs/reliability.md)."""
     assert _tool().main(["--faults", "--quick", "--cuts", "12"]) == 0
     out = capsys.readouterr().out
     assert "violations 0" in out and "No space left on device" in out and "Input/output error" in out

@@ -36,7 +36,7 @@ def _flatness(al, be, ga) -> float:
 @given(lengths, lengths, lengths, angles, angles, angles)
 @example(1.0, 1.0, 141.0, 30.0, 30.0, 60.0)          # exactly flat, a few ulps above zero in floats
 def test_dimensions_round_trip_and_agree_with_mdanalysis_and_ase(a, b, c, al, be, ga):
-    from mrec.record.model.frame import FLAT_CELL
+    from mrec.record.model.box import FLAT_CELL
     flat = _flatness(al, be, ga)
     if flat < 0.5 * FLAT_CELL:
         with pytest.raises(RefusalError) as e:
@@ -297,12 +297,8 @@ def test_truncate_shrinks_arrays_and_is_a_noop_past_the_end(tmp_path):
 
 
 def test_crashcheck_truncation_every_cut(capsys):
-    import importlib.util
-    import os
-    spec = importlib.util.spec_from_file_location(
-        "crashcheck", os.path.join(os.path.dirname(__file__), "..", "tools", "crashcheck.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from test_crashcheck import _tool      # tools.crashcheck (spec_tests is on sys.path under pytest)
+    mod = _tool()
     assert mod.main(["--truncate", "--seeds", "1"]) == 0
     out = capsys.readouterr().out
     assert "truncation" in out and "violations 0" in out

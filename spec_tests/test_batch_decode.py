@@ -272,7 +272,7 @@ def test_a_damaged_shard_reads_as_it_does_without_the_batch_decoder(shard_bytes,
 
     def read(batch: bool):
         if not batch:
-            monkeypatch_session.setattr("mrec.zarr.pipeline._batch_decoder", lambda *a, **k: None)
+            monkeypatch_session.setattr("mrec.zarr.codecs.batch.batch_decoder", lambda *a, **k: None)
         try:
             arr = mrec.zarr.array.Array.open(mrec.zarr.stores.directory.DirectoryStore(str(path)), "trajectory/atoms/x",
                                              appended=True)

@@ -16,7 +16,8 @@ from mrec.zarr.array import Array, ShardedAppender
 from mrec.zarr.codecs.base import ChunkSpec
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.metadata import ArrayMetadata
-from mrec.zarr.pipeline import CodecPipeline, batch_encoder
+from mrec.zarr.codecs.batch import batch_encoder
+from mrec.zarr.pipeline import CodecPipeline
 from mrec.zarr.stores.directory import DirectoryStore
 
 from test_encode_ahead import _land_all, _tree  # noqa: E402  (spec_tests is on sys.path)

@@ -15,7 +15,8 @@ from mrec.fs import PosixFileSystem, RecordingFileSystem
 from mrec.zarr.array import Array
 from mrec.zarr.dtypes import DATA_TYPES, fill_value_to_json, parse_fill_value
 from mrec.zarr.metadata import ArrayMetadata, ChunkKeyEncoding
-from mrec.zarr.pipeline import CodecPipeline, codec_from_json
+from mrec.zarr.codecs.registry import codec_from_json
+from mrec.zarr.pipeline import CodecPipeline
 from mrec.zarr.stores.directory import DirectoryStore
 
 

@@ -13,7 +13,8 @@ from mrec.errors import CorruptionError
 from mrec.zarr.codecs.base import ChunkSpec
 from mrec.zarr.codecs.crc32c_ import crc32c
 from mrec.zarr.dtypes import DATA_TYPES
-from mrec.zarr.pipeline import CodecPipeline, _unshuffler
+from mrec.zarr.codecs.fused import _unshuffler
+from mrec.zarr.pipeline import CodecPipeline
 
 
 def _pipeline(elementsize: int, shuffle: bool = True) -> CodecPipeline:

@@ -26,7 +26,8 @@ from mrec import TrajectoryReader, read_frame, read_record
 from mrec import pack
 from mrec.errors import MrecError, RefusalError, StoreError, ZipFormatError
 from mrec.fs.remote import RemoteFileSystem
-from mrec.zarr.stores.zip_read import CENTRAL_FMT, ZipStore
+from mrec.zarr.stores.zip_format import CENTRAL_FMT
+from mrec.zarr.stores.zip_read import ZipStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from servers import http_server, s3_server, upload  # noqa: E402

@@ -33,7 +33,8 @@ from mrec.zarr.codecs.vlen_utf8 import VlenUtf8Codec
 from mrec.zarr.codecs.zstd_ import ZstdCodec
 from mrec.zarr.dtypes import DATA_TYPES, data_type_of, fill_value_to_json, parse_data_type, parse_fill_value
 from mrec.zarr.metadata import ArrayMetadata, ChunkKeyEncoding, GroupMetadata, json_dumps, parse_node
-from mrec.zarr.pipeline import CodecPipeline, codec_from_json
+from mrec.zarr.codecs.registry import codec_from_json
+from mrec.zarr.pipeline import CodecPipeline
 from mrec.zarr.stores.directory import DirectoryStore
 
 NUMERIC = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 from mrec.errors import CorruptionError, RefusalError, StoreError, ZipFormatError
 from mrec.fs import PosixFileSystem, RecordingFileSystem
 from mrec.archive.pack import LOCK_NAME, entry_order, pack, parse_lock_pid, pid_alive, unpack
-from mrec.zarr.stores.zip_read import PIECE_SIZE as ZIP_PIECE
-from mrec.zarr.stores.zip_read import ZipStore, zip_problems
+from mrec.zarr.stores.zip_format import PIECE_SIZE as ZIP_PIECE
+from mrec.zarr.stores.zip_format import zip_problems
+from mrec.zarr.stores.zip_read import ZipStore
 from mrec.zarr.stores.zip_write import ZipWriter
 
 ROOT_JSON = b'{"zarr_format":3,"node_type":"group","attributes":{}}'

@@ -37,7 +37,8 @@ from ..errors import CorruptionError, RefusalError, StoreError, ZipFormatError, 
 from ..fs import DEFAULT_FS, FileSystem, refuse_link, remove_tree
 from ..fs.remote import is_url, refuses_urls
 from ..fs.posix import TEMP_MARK
-from ..zarr.stores.zip_read import ZipStore, parent_keys
+from ..zarr.stores.zip_format import parent_keys
+from ..zarr.stores.zip_read import ZipStore
 from ..zarr.stores.zip_write import ZipWriter
 
 #: Written by a live trajectory writer into the record root; holds its pid.

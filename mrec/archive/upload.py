@@ -17,7 +17,7 @@ import zlib
 
 from ..errors import CorruptionError, RefusalError, StoreError
 from ..fs import DEFAULT_FS, remove_tree
-from ..zarr.stores.zip_read import PIECE_SIZE
+from ..zarr.stores.zip_format import PIECE_SIZE
 from ..zarr.stores.zip_write import ZipWriter, local_header
 
 

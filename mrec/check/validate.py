@@ -198,7 +198,7 @@ class _Checker:
         return self.report
 
     def check_zip(self, path: str, fs=None) -> None:
-        from ..zarr.stores.zip_read import zip_problems
+        from ..zarr.stores.zip_format import zip_problems
         for message in zip_problems(path, fs or self.fs, check_crc=self.deep):
             rule = "C-ZIP-2" if any(w in message.lower() for w in ("central directory", "end record", "zip64",
                                                                  "truncated", "not a zip")) else "C-ZIP-1"

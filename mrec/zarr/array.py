@@ -25,7 +25,7 @@ from .codecs.sharding import EMPTY, ShardIndex, ShardingCodec
 from .metadata import ArrayMetadata, GroupMetadata, json_dumps, parse_node
 from .parallel import batch_threads, concurrent, decode_all, decode_parts, encode_all
 from .read.padded import STREAM_FROM, padded_pieces
-from .pipeline import batch_encoder
+from .codecs.batch import batch_encoder
 
 
 _EMPTY = int(EMPTY)

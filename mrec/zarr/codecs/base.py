@@ -71,6 +71,9 @@ class Codec:
 
 
 class ArrayArrayCodec(Codec):
+    #: the codec only moves elements (transpose): an encoded size fixed after it stays fixed
+    keeps_size: ClassVar[bool] = False
+
     def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         """The spec of this codec's output given its input spec."""
         raise NotImplementedError
@@ -84,6 +87,11 @@ class ArrayArrayCodec(Codec):
 
 
 class ArrayBytesCodec(Codec):
+    #: the values' bytes as they are (``bytes``): a fixed size, decoded from any buffer (a view)
+    raw_values: ClassVar[bool] = False
+    #: the encoding can be read in parts, by byte ranges of the stored chunk (``sharding_indexed``)
+    byte_ranges: ClassVar[bool] = False
+
     def max_encoded(self, spec: ChunkSpec) -> int:
         """Most bytes this codec's encoding of a chunk of ``spec`` can take (what the metadata fixes)."""
         return math.prod(spec.shape) * spec.dtype.itemsize

@@ -13,6 +13,7 @@ from .base import ArrayBytesCodec, ChunkSpec
 @dataclass(frozen=True)
 class BytesCodec(ArrayBytesCodec):
     name = "bytes"
+    raw_values = True
     endian: str | None = "little"
 
     @classmethod

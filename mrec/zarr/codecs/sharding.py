@@ -8,12 +8,14 @@ inner chunk, read as the fill value.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
 from ...errors import CorruptionError, MetadataError
 from ..dtypes import DATA_TYPES
 from .base import ArrayBytesCodec, ChunkSpec
+from .chain import CodecChain
 
 EMPTY = np.uint64(2**64 - 1)
 
@@ -103,17 +105,19 @@ class ShardIndex:
 @dataclass(frozen=True)
 class ShardingCodec(ArrayBytesCodec):
     name = "sharding_indexed"
+    byte_ranges = True             # inner chunks are read by byte ranges of the shard file
     chunk_shape: tuple[int, ...] = ()
-    codecs: object = None          # CodecPipeline of inner chunks
-    index_codecs: object = None    # CodecPipeline of the index
+    codecs: CodecChain = None          # the chain of inner chunks
+    index_codecs: CodecChain = None    # the chain of the index
     index_location: str = "end"
 
     @classmethod
-    def from_config(cls, config, where):
-        from ..pipeline import CodecPipeline
+    def from_config(cls, config, where, *, parse: Callable[[object, str], CodecChain]):
+        """``parse(codecs, where)`` builds a chain from a ``codecs`` list (the registry's parser:
+        this codec holds codec lists of its own)."""
         chunk_shape = _shape(config.get("chunk_shape"), where, "chunk_shape")
-        inner = CodecPipeline.from_json(config.get("codecs", [{"name": "bytes", "configuration": {"endian": "little"}}]), where)
-        index = CodecPipeline.from_json(config.get("index_codecs", [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]), where)
+        inner = parse(config.get("codecs", [{"name": "bytes", "configuration": {"endian": "little"}}]), where)
+        index = parse(config.get("index_codecs", [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]), where)
         loc = config.get("index_location", "end")
         if loc not in ("start", "end"):
             raise MetadataError(f"sharding index_location {loc!r} is not 'start' or 'end'", path=where)

@@ -12,6 +12,7 @@ from .base import ArrayArrayCodec, ChunkSpec
 @dataclass(frozen=True)
 class TransposeCodec(ArrayArrayCodec):
     name = "transpose"
+    keeps_size = True
     order: tuple[int, ...] | str = ()
 
     @classmethod

@@ -26,9 +26,9 @@ from typing import Callable
 
 from ...errors import StoreError, ZipFormatError
 from ...fs import DEFAULT_FS, FileSystem
-from .zip_read import (CENTRAL_FMT, CENTRAL_SIG, EOCD_FMT, EOCD_SIG, FLAG_UTF8, LOCAL_FMT, LOCAL_SIG,
-                       METHOD_STORED, PIECE_SIZE, U16_MAX, U32_MAX, ZIP64_EOCD_FMT, ZIP64_EOCD_SIG,
-                       ZIP64_EXTRA_ID, ZIP64_LOCATOR_FMT, ZIP64_LOCATOR_SIG, entry_name_problem, parent_keys)
+from .zip_format import (CENTRAL_FMT, CENTRAL_SIG, EOCD_FMT, EOCD_SIG, FLAG_UTF8, LOCAL_FMT, LOCAL_SIG,
+                         METHOD_STORED, PIECE_SIZE, U16_MAX, U32_MAX, ZIP64_EOCD_FMT, ZIP64_EOCD_SIG,
+                         ZIP64_EXTRA_ID, ZIP64_LOCATOR_FMT, ZIP64_LOCATOR_SIG, entry_name_problem, parent_keys)
 
 VERSION_DEFAULT = 20
 VERSION_ZIP64 = 45

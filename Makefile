@@ -39,7 +39,7 @@ $(BSTAMP): $(STAMP)
 bench: $(BSTAMP)
 	$(PY) tools/bench_core.py
 	$(PY) tools/bench_traj.py
-	$(PY) tools/bench.py --quick all
+	$(PY) -m tools.bench --quick all
 
 clean:
 	rm -rf $(VENV) build *.egg-info

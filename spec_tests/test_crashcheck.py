@@ -14,11 +14,11 @@ from mrec.fs.faulty import CrashSimulator, recording_fs
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
-def _tool():
-    """The package tools.crashcheck (``python -m tools.crashcheck`` from the repository root)."""
+def _tool(name: str = "crashcheck"):
+    """The package tools.<name> (``python -m tools.<name>`` from the repository root)."""
     if ROOT not in sys.path:
         sys.path.insert(0, ROOT)
-    return importlib.import_module("tools.crashcheck")
+    return importlib.import_module(f"tools.{name}")
 
 
 def test_crashcheck_quick(capsys):

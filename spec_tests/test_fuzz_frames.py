@@ -1,9 +1,6 @@
 """Property tests: random frame sequences read back exactly as the model resolves them; and a short
-run of tools/fuzz.py (mutated zarr.json, shard and zip bytes raise nothing but MrecError)."""
+run of tools/fuzz/ (mutated zarr.json, shard and zip bytes raise nothing but MrecError)."""
 from __future__ import annotations
-
-import importlib.util
-import os
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -112,8 +109,7 @@ def test_random_frame_sequences_read_back_as_the_model(tmp_path_factory, s):
 
 
 def test_fuzz_tool_short_run(capsys):
-    spec = importlib.util.spec_from_file_location("fuzz", os.path.join(os.path.dirname(__file__), "..", "tools", "fuzz.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from test_crashcheck import _tool       # spec_tests is on sys.path under pytest
+    mod = _tool("fuzz")
     assert mod.main(["--n", "450", "--seed", "7"]) == 0
     assert "failures 0" in capsys.readouterr().out

@@ -227,7 +227,9 @@ def main() -> None:
               f"{'repack archive':>15s}   target <= 16 KiB")
         print(f"  {src:12d} {ref:10d} {hint:18d} {rs:8d} {ra:15d}   {'met' if max(rs, ra) <= 16 * KiB else 'NOT met'}")
 
-        from bench import real, xtc_digits, xtc_write, mrec_write   # noqa: E402  (needs the bench extra)
+        from tools.bench.peers import xtc_digits, xtc_write   # noqa: E402  (needs the bench extra)
+        from tools.bench.runs import mrec_write   # noqa: E402
+        from tools.bench.workloads import real   # noqa: E402
         print("\n== real trajectories at p = 1e-3 nm (1e-2 A): whole packed record against the whole XTC file")
         print(f"  {'file':5s} {'atoms':>6s} {'frames':>6s} {'XTC':>10s} {'reference':>10s} {'ref/XTC':>8s} "
               f"{'repack':>10s} {'r/XTC':>6s} {'archive':>10s} {'a/XTC':>6s} {'target':>7s} {'r[i] chunks':>11s} "

@@ -3,7 +3,7 @@
     PYTHONPATH=. python tools/profile_append.py [--atoms 3000] [--frames 200] [--repeat 3] [--threads 1]
                                                 [--extend K]
 
-Writes the bench's synthetic workload (``tools/bench.py``: a random walk, ``x y z`` f64 at
+Writes the bench's synthetic workload (``tools/bench/``: a random walk, ``x y z`` f64 at
 p = 1e-3) with ``append`` one frame at a time (``durable=False``, the automatic flush every K
 frames as in the bench) and times, in the same process, the writer's stages: planning
 (``_plan_run``: validation, rounding, change detection), buffering (``_apply_run``), and the
@@ -13,7 +13,7 @@ encoding alone (``encode_all`` chunk by chunk, the batch encoder's calls in the 
 publishes and every atomic replace (``DirectoryStore.set``).  Each stage is given as wall time
 and as this thread's CPU time: on a loaded machine the CPU column is the stable one, and wall
 minus CPU is waiting (the file system, or the other core).  The codec ceiling (round + shuffle +
-zstd + crc32c of the same inner chunks, no I/O, ``tools/bench.py``'s ``Ceiling``) is printed
+zstd + crc32c of the same inner chunks, no I/O, ``tools/bench/baselines.py``'s ``Ceiling``) is printed
 first.  The best of ``--repeat`` runs (by CPU time) is shown.
 """
 from __future__ import annotations
@@ -27,9 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import bench as B  # noqa: E402
+from tools.bench.baselines import Ceiling  # noqa: E402
+from tools.bench.runs import threads_env  # noqa: E402
+from tools.bench.workloads import schema, synthetic  # noqa: E402
 
 import mrec  # noqa: E402
 from mrec.record.trajectory import land as trajectory_land  # noqa: E402
@@ -82,10 +84,10 @@ def main(argv=None) -> None:
                     help="write with extend() of lists of K frames instead of append() (0: append)")
     ap.add_argument("--dir", default=None, help="where the store is written (default: the system temp directory)")
     args = ap.parse_args(argv)
-    wl = B.synthetic(args.atoms, args.frames, "synthetic")
+    wl = synthetic(args.atoms, args.frames, "synthetic")
     frames = [wl.frame(f) for f in range(wl.frames)]
     n = len(frames)
-    ceil = B.Ceiling(wl, wl.p)
+    ceil = Ceiling(wl, wl.p)
     cw = []
     for _ in range(args.repeat):
         w0, c0 = time.perf_counter(), time.thread_time()
@@ -103,8 +105,8 @@ def main(argv=None) -> None:
                 shutil.rmtree(path)
             acc.clear()
             gc.collect()
-            with B.threads_env(args.threads):
-                w = mrec.TrajectoryWriter.create(path, B.schema(wl.atoms, wl.p), durable=False)
+            with threads_env(args.threads):
+                w = mrec.TrajectoryWriter.create(path, schema(wl.atoms, wl.p), durable=False)
                 w0, c0 = time.perf_counter(), time.thread_time()
                 if args.extend:
                     for f0 in range(0, n, args.extend):

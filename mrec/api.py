@@ -1,12 +1,14 @@
 """The public surface re-exported by ``import mrec``."""
 from .record.sections.forcefield import ForceField
 from .record.sections.metrics import Metrics, MetricSeries
-from .record.model.frame import Box, Frame
+from .record.model.box import Box
+from .record.model.frame import Frame
 from .record.sections.nodes import Group
 from .record.sections.observables import Observable
-from .record.record import (Record, read_frame, read_group, read_record, sections, write_frame, write_record,
-                            write_section)
-from .record.model.schema import ABSENT, SequenceSchema
+from .record.whole import (Record, read_frame, read_group, read_record, sections, write_frame, write_record,
+                           write_section)
+from .record.model.declarations import ABSENT
+from .record.model.schema import SequenceSchema
 from .record.trajectory.reader import TrajectoryReader
 from .record.trajectory.writer import TrajectoryWriter
 from .archive.pack import pack, unpack

@@ -46,7 +46,7 @@ def _info(path: str, as_json: bool) -> int:
                 if isinstance(node, ArrayMetadata):
                     arrays.append(_array_summary(store, node_path, node))
         total = sum(store.size(k) or 0 for k in store.list())
-        from .record.record import KNOWN_SECTIONS
+        from .record.whole import KNOWN_SECTIONS
         present = {n for n in store.list_dir("") if read_node(store, n) is not None}
         sections = [n for n in KNOWN_SECTIONS if n in present] + sorted(present - set(KNOWN_SECTIONS))
         info: dict = {"path": path, "form": "zip" if type(store).__name__ == "ZipStore" else "directory",
@@ -289,7 +289,7 @@ def _frame_selection(spec: str | None, n: int) -> list[int] | None:
 def _cat(path: str, frame: str | None, fmt: str) -> int:
     from .md.atoms import atoms_view
     from .md.text import write_extxyz, write_pdb, write_xyz
-    from .record.record import read_record
+    from .record.whole import read_record
     out = sys.stdout
     with read_record(path) as rec:
         system = rec.system

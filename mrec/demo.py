@@ -9,8 +9,8 @@ import numpy as np
 
 from .fs import DEFAULT_FS, refuse_link
 from .archive.pack import pack
-from .record.model.frame import Box
-from .record.record import read_record, write_record
+from .record.model.box import Box
+from .record.whole import read_record, write_record
 from .record.integrity.replace import discard
 from .record.model.schema import SequenceSchema
 from .record.trajectory.writer import TrajectoryWriter

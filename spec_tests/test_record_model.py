@@ -22,10 +22,12 @@ from mrec.record.model.dtypes import (CANONICAL_DTYPES, DTYPES, EXACT_U64_COLUMN
                                       ZARR_DATA_TYPES, as_column_array, check_canonical, check_dtype_name,
                                       dtype_from_zarr, dtype_name, dtype_of_array, numpy_dtype, row_bytes,
                                       zarr_data_type)
-from mrec.record.model.frame import Box, Frame
+from mrec.record.model.box import Box
+from mrec.record.model.frame import Frame
 from mrec.record.model.precision import (P_MAX, P_MIN, check_precision, is_on_grid, off_grid, quantum,
                                          round_to_precision)
-from mrec.record.model.schema import ABSENT, BlockDecl, ColumnDecl, MetaDecl, SequenceSchema
+from mrec.record.model.declarations import ABSENT, BlockDecl, ColumnDecl, MetaDecl
+from mrec.record.model.schema import SequenceSchema
 from mrec.record.model.typed_json import (META_TAGS, TAG_NAMES, coerce_meta_value, decode_meta_document,
                                           decode_typed, encode_meta_document, encode_typed, infer_tag,
                                           json_dumps)

@@ -25,7 +25,8 @@ import pytest
 
 from mrec.errors import RefusalError
 from mrec.record.model.dtypes import NUMPY_DTYPES, check_dtype_name
-from mrec.record.model.frame import Box, Frame
+from mrec.record.model.box import Box
+from mrec.record.model.frame import Frame
 from mrec.record.model.precision import is_on_grid
 from mrec.record.model.schema import SequenceSchema
 from mrec.record.model.typed_json import decode_meta_document, encode_meta_document, json_dumps

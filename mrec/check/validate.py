@@ -340,7 +340,7 @@ class _Checker:
                              f"precision {p} (a writer rounds before storing)", "precision_mismatch", "warning")
 
     def check_trajectory(self, system):
-        from ..record.record import check_system_alignment
+        from ..record.whole import check_system_alignment
         from ..record.trajectory.reader import TrajectoryReader
         from ..record.trajectory.walk import walk_ordinals
         where = self.where("trajectory")

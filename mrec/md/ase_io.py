@@ -89,7 +89,7 @@ def read_mrec(filename, index=None):
     ase_units = require("ase.units")
     from .ase_map import atoms_of
     from .convert import record_units
-    from ..record.record import read_record
+    from ..record.whole import read_record
     with read_record(os.fspath(filename)) as rec:
         lf, tf = record_units(rec)
         ef = _energy_factor(_units(rec))

@@ -171,7 +171,7 @@ def image_frame(atoms, ase_units, k: int = 0) -> Image:
     """The frame of ASE image ``k`` and its declarations, or a refusal naming what cannot be stored."""
     from ase import Atoms
     from ase.io.extxyz import per_atom_properties
-    from ..record.model.frame import Box
+    from ..record.model.box import Box
     from .convert import _xyz_cols
     if not isinstance(atoms, Atoms):
         raise RefusalError(f"image {k} is a {type(atoms).__name__}, not an ase.Atoms", kind="bad_frame")

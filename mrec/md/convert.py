@@ -290,7 +290,7 @@ def _xtc_resolution(reader) -> float | None:
 
 
 def _box_of_dimensions(dims):
-    from ..record.model.frame import Box
+    from ..record.model.box import Box
     if dims is None:
         return None
     d = np.asarray(dims, dtype=np.float64)
@@ -347,7 +347,7 @@ def _mda_universe(src: str, top, fmt):
 
 
 def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progress, select=None) -> ConvertResult:
-    from ..record.record import write_record
+    from ..record.whole import write_record
     from ..record.trajectory.writer import TrajectoryWriter
     from .parts import chained_frames, select_atoms, source_list
     from .sizing import frames_hint
@@ -545,7 +545,7 @@ def record_units(rec) -> tuple[float, float]:
 
 
 def _export(src, out, sel, *, overwrite, progress, type_map=None) -> ConvertResult:
-    from ..record.record import read_record
+    from ..record.whole import read_record
     from .atoms import atoms_view
     from .lammps import named_species, parse_type_map
     type_map = parse_type_map(type_map)

@@ -187,7 +187,7 @@ def read_dump(path: str, frames: slice = slice(None), count: int | None = None) 
 
 def _box(path: str, bounds) -> tuple[object, np.ndarray, np.ndarray]:
     """(Box, origin, lattice rows) of a BOX BOUNDS item."""
-    from ..record.model.frame import Box
+    from ..record.model.box import Box
     flags, text, no = bounds
     try:
         nums = [[float(t) for t in line.split()] for line in text]
@@ -375,7 +375,7 @@ def import_dump(src: str, live: str, *, top, sel: slice, precision, profile, com
                 type_map=None):
     """Convert the LAMMPS dump ``src`` into the new record at ``live`` (a ``*.mrec`` directory)."""
     from ..errors import MrecError
-    from ..record.record import write_record
+    from ..record.whole import write_record
     from ..record.trajectory.writer import TrajectoryWriter
     from .convert import ConvertResult, _creator
     from .sizing import frames_hint

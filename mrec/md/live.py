@@ -63,7 +63,7 @@ def xyz_columns(prefix: str, a) -> dict[str, np.ndarray]:
 
 def unit_cell(rows, boundary) -> Any:
     """A :class:`~mrec.record.model.frame.Box` of lattice vectors given as rows, or None for no cell."""
-    from ..record.model.frame import Box
+    from ..record.model.box import Box
     rows = np.asarray(rows, dtype=np.float64)
     if not rows.any() or abs(np.linalg.det(rows)) == 0:
         return None
@@ -132,7 +132,7 @@ class LiveTrajectory:
     def start(self, system: Callable[[], dict], schema: Callable[[], Any], resume_after: int) -> None:
         """Create the record (``system()`` and ``schema()`` are only called then) or, with
         ``append``, reopen an existing trajectory truncated after step ``resume_after``."""
-        from ..record.record import write_record
+        from ..record.whole import write_record
         from ..record.trajectory.writer import TrajectoryWriter
         if not self._finalizer.alive:
             raise MrecError(f"{self.what} is closed", path=self.path)

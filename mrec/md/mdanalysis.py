@@ -76,7 +76,7 @@ def _hint(thing) -> bool:
 
 
 def _open(filename, storage_options=None):
-    from ..record.record import read_record
+    from ..record.whole import read_record
     return read_record(os.fspath(filename), storage_options=storage_options)
 
 
@@ -307,7 +307,7 @@ class MRECWriter(WriterBase):
 
     def _start(self, ag, ts) -> None:
         from .convert import MDA_UNITS, _schema_atoms, _topology_system, _creator
-        from ..record.record import write_record
+        from ..record.whole import write_record
         from ..record.trajectory.writer import TrajectoryWriter
         from .sizing import frames_hint
         skipped: list = []

@@ -36,7 +36,7 @@ __all__ = ["load"]
 def load(path, frames: slice | None = None):
     """The record at ``path`` (``*.mrec`` or ``*.mrec.zip``; frames ``frames``, a slice, default
     all) as an ``mdtraj.Trajectory``."""
-    from ..record.record import read_record
+    from ..record.whole import read_record
     path = os.fspath(path)
     sel = frames if frames is not None else slice(None)
     if not isinstance(sel, slice):

@@ -25,7 +25,9 @@ from ...zarr.array import Array, meta_key, read_node, write_group
 from ...zarr.metadata import ArrayMetadata, GroupMetadata
 from ..model.dtypes import check_canonical, dtype_from_zarr, dtype_of_array
 from .fixed import write_fixed_array
-from ..model.frame import FRAME_RESERVED_BLOCKS, Box, Frame
+from ..model.box import Box
+from ..model.frame import Frame
+from ..model.names import FRAME_RESERVED_BLOCKS
 from ..model.typed_json import decode_meta_document, encode_meta_document
 
 __all__ = ["write_frame_group", "read_frame_group", "FrameGroup"]

@@ -22,7 +22,7 @@ from ...zarr.metadata import ArrayMetadata, GroupMetadata
 from .documents import _plain
 from ..model.dtypes import dtype_from_zarr, dtype_of_array
 from .fixed import write_fixed_array
-from ..model.frame import check_node_name
+from ..model.names import check_node_name
 
 __all__ = ["Group", "write_group_tree", "read_group_tree"]
 

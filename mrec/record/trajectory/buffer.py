@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..model.dtypes import numpy_dtype
-from ..model.frame import Box
+from ..model.box import Box
 from ..model.precision import HEAD, round_to_precision, rounded_head
 from .plan import _bits_equal, _same
 from .reader import TRAJ, tag_layout

@@ -30,7 +30,8 @@ from ..integrity.leftovers import prepare_for_writing
 from ..integrity.lock import lock_store
 from ..integrity.replace import recover
 from .repair import repair_store
-from ..model.schema import SequenceSchema, check_text
+from ..model.names import check_text
+from ..model.schema import SequenceSchema
 from ..sections.frame_group import VALIDITY
 from .buffer import _BlockState
 from .land import _Writer, _array_meta, _dense_meta, read_arr

@@ -25,9 +25,11 @@ import numpy as np
 from ...errors import RefusalError
 from ..model import typed_json
 from ..model.dtypes import numpy_dtype
-from ..model.frame import Box, Frame
+from ..model.box import Box
+from ..model.frame import Frame
 from ..model.precision import round_to_precision, stack_rounded, stack_rows
-from ..model.schema import ABSENT, check_text
+from ..model.declarations import ABSENT
+from ..model.names import check_text
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 

@@ -28,7 +28,8 @@ from ...zarr.metadata import ArrayMetadata, GroupMetadata
 from ...zarr.stores.directory import DirectoryStore
 from ..model import typed_json
 from ..model.dtypes import check_canonical, dtype_from_zarr
-from ..model.frame import Box, Frame, check_row_references
+from ..model.box import Box
+from ..model.frame import Frame, check_row_references
 from ..model.schema import SequenceSchema
 
 TRAJ = "trajectory"
@@ -759,7 +760,7 @@ class TrajectoryReader:
         ok = self._trusted
         if ok is None:
             from ..model.dtypes import NUMPY_DTYPES, check_canonical
-            from ..model.frame import FRAME_RESERVED_BLOCKS, FRAME_RESERVED_COLUMNS, check_node_name
+            from ..model.names import FRAME_RESERVED_BLOCKS, FRAME_RESERVED_COLUMNS, check_node_name
             ok = True
             try:
                 for name, b in self.layout.blocks.items():

@@ -354,7 +354,7 @@ def test_the_committer_encodes_alone_while_the_producer_runs_and_on_the_pool_whe
         if n in gates:
             assert gates[n].wait(30)
         if n == 4:                            # lands once the producer has started to wait (in _drain)
-            _until(lambda: holder["w"]._producer_waits, "the producer never waited")
+            _until(lambda: holder["w"].committer._producer_waits, "the producer never waited")
         try:
             return land()
         finally:
@@ -375,9 +375,9 @@ def test_the_committer_encodes_alone_while_the_producer_runs_and_on_the_pool_whe
     assert seen == [1, 2, 1]                  # on the pool (the third waited behind it), then alone
     for f in frames[48:64]:                   # one commit, landed while the producer waits for it
         w.append(f)
-    w._drain()
+    w.committer.drain()
     assert seen == [1, 2, 1, 2]
-    assert not w._producer_waits
+    assert not w.committer._producer_waits
     for f in frames[64:]:                     # and alone again once the producer runs
         w.append(f)
     assert landed[5].wait(30)
@@ -397,17 +397,17 @@ def test_a_full_queue_lets_the_committer_use_the_pool_while_the_producer_waits(t
 
     def hook(n, land):
         if n == 1:   # lands once the producer waits: the second commit overflowed the queue
-            _until(lambda: holder["w"]._producer_waits, "the producer never waited")
+            _until(lambda: holder["w"].committer._producer_waits, "the producer never waited")
         return land()
     seen, real_land = _watch_committer(monkeypatch, hook)
     s, frames = _x_frames(32)
     w = holder["w"] = mrec.TrajectoryWriter.create(tmp_path / "q.mrec", s, durable=False, flush_every=16,
                                                    pipeline=True)
-    monkeypatch.setattr(w, "QUEUE_BYTES", 16 * 3000 * 8 + 1)     # room for one commit's rows
+    monkeypatch.setattr(w.committer, "QUEUE_BYTES", 16 * 3000 * 8 + 1)     # room for one commit's rows
     for f in frames:
         w.append(f)
     assert seen[0] == 2
-    assert not w._producer_waits
+    assert not w.committer._producer_waits
     w.close()
     monkeypatch.setattr(ShardedAppender, "land", real_land)
     with mrec.TrajectoryWriter.create(tmp_path / "s.mrec", s, durable=False, flush_every=16) as w2:

@@ -148,7 +148,7 @@ def test_a_failed_encode_on_a_worker_poisons_the_writer_at_its_next_call(tmp_pat
     w.append(_frame(3))                        # encodes 7, 8
     w.append(_frame(4))                        # encode 9 fails on a worker
     parallel.call_all([lambda: None, lambda: None])     # let the pool run
-    for f in list(w.blocks["atoms"].writers()):
+    for f in list(w.buffer.blocks["atoms"].writers()):
         for fut in list(f.appender._futures.values()):
             fut.exception()                     # every queued encode has finished
     with pytest.raises(mrec.WriteError) as e:

@@ -149,7 +149,7 @@ class Pair:
                         for f in op[1]:
                             (w._append_checked if m == "loop" else w.append)(f)
                 elif op[0] == "append":
-                    last = w.step.last
+                    last = w.buffer.step.last
                     step = None if op[2] is None or last is None else last + op[2]
                     (w._append_checked if m == "loop" else w.append)(op[1], step=step)
                 elif op[0] == "flush":
@@ -165,7 +165,7 @@ class Pair:
 
     def state(self, m):
         w = self.w[m]
-        return w.nframes, w.committed, w.step.last, w.has_time, tree_hash(self.paths[m])
+        return w.nframes, w.committed, w.buffer.step.last, w.buffer.has_time, tree_hash(self.paths[m])
 
     def check(self):
         assert self.state("loop") == self.state("append") == self.state("batch")

@@ -23,6 +23,7 @@ import pytest
 
 import mrec
 from mrec.fs.faulty import FaultyFileSystem
+from mrec.record.trajectory.commit import Committer
 from mrec.record.model.precision import round_to_precision
 
 from test_encode_ahead import _tree  # noqa: E402  (spec_tests is on sys.path)
@@ -106,7 +107,7 @@ def test_flush_drains_the_queue_and_commits_every_frame(tmp_path):
     for i in range(9):
         w.append(_frame(i, False))
     w.flush()
-    assert w.committed == w.nframes == 9 and not w._queue
+    assert w.committed == w.nframes == 9 and not w.committer._queue
     assert len(mrec.TrajectoryReader(path)) == 9
     w.close()
 
@@ -114,7 +115,7 @@ def test_flush_drains_the_queue_and_commits_every_frame(tmp_path):
 def test_the_queue_is_bounded(tmp_path, monkeypatch):
     """Queued commits hold at most QUEUE_BYTES of rows (or one commit's, if larger): an automatic
     flush beyond it waits for the oldest."""
-    monkeypatch.setattr(mrec.TrajectoryWriter, "QUEUE_BYTES", 3 * 3000 * 8 * 2)
+    monkeypatch.setattr(Committer, "QUEUE_BYTES", 3 * 3000 * 8 * 2)
     s = mrec.SequenceSchema()
     s.declare_block("atoms", rows=3000)
     s.declare_column("atoms", "x", "f64", precision=1e-3)
@@ -123,8 +124,8 @@ def test_the_queue_is_bounded(tmp_path, monkeypatch):
     with mrec.TrajectoryWriter.create(tmp_path / "t.mrec", s, durable=False, flush_every=1, pipeline=True) as w:
         for i in range(40):
             w.append({"blocks": {"atoms": {"x": np.random.default_rng(i).normal(size=3000)}}})
-            most = max(most, w._queued_bytes)
-            assert w._queued_bytes <= max(w.QUEUE_BYTES, one + 64)
+            most = max(most, w.committer._queued_bytes)
+            assert w.committer._queued_bytes <= max(w.committer.QUEUE_BYTES, one + 64)
     assert most > 0                      # commits were queued
     assert len(mrec.TrajectoryReader(tmp_path / "t.mrec")) == 40
 

@@ -281,7 +281,7 @@ def test_torn_compressed_copy_whose_first_sector_part_was_dropped(tmp_path):
     version of that sector (the new copy's first bytes zero, however few) and the newer version of
     the sectors after it; the index is torn.  The new copy then fails its crc32c, but it never
     landed, so the older copy's committed rows (the last of them the fill "") are read."""
-    from mrec.record.trajectory.writer import _dense_meta
+    from mrec.record.trajectory.land import _dense_meta
     hits = 0
     rng = np.random.default_rng(5)
     for pad in range(0, 1100, 7):
@@ -327,7 +327,7 @@ def test_named_copy_past_a_torn_copy_is_found(tmp_path):
     """Three copies of one gzip'd string chunk; the middle one torn (its first sector part never
     written), the newest whole, named by an index whose crc fails.  The walk stops at the torn
     copy, so the rebuild also checks the copies entries name beyond it: the newest is read."""
-    from mrec.record.trajectory.writer import _dense_meta
+    from mrec.record.trajectory.land import _dense_meta
     store = DirectoryStore(tmp_path / "s")
     write_group(store, "")
     arr = Array.create(store, "t", _dense_meta("string"))

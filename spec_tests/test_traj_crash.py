@@ -129,7 +129,7 @@ seen = False
 while True:
     w.append(frame(i))
     i += 1
-    if not seen and any(bw.appender._futures for bw in w.blocks["atoms"].writers()):
+    if not seen and any(bw.appender._futures for bw in w.buffer.blocks["atoms"].writers()):
         seen = True
         print("ahead", i, flush=True)
     if i % 10 == 0:

@@ -1,26 +1,31 @@
 """Buffering: an accepted frame's plan becomes rows in the arrays' appenders.
 
-The second stage of :class:`~mrec.record.trajectory.writer.TrajectoryWriter`.  The in-memory
-state of the trajectory lives here — per block (:class:`_BlockState`: regular or indexed, the
-latest update for change detection), the cell (:class:`_BoxState`: attributes or arrays) and the
-step / time progressions (:class:`_Series`) — and :meth:`Buffering._apply_frame` /
-:meth:`Buffering._apply_run` apply a plan of :mod:`~mrec.record.trajectory.plan` to it: nothing
-here refuses.  Rows go to one :class:`~mrec.record.trajectory.land._Writer` per array (landed at
-the next commit); index arrays (``step_index``, ``offset``), box arrays and a broken progression's
-array are made here, with their history, the first time they are needed.
+The second stage of :class:`~mrec.record.trajectory.writer.TrajectoryWriter`.  A
+:class:`RowBuffer` owns the in-memory state of the trajectory — per block (:class:`_BlockState`:
+regular or indexed, the latest update for change detection), the cell (:class:`_BoxState`:
+attributes or arrays), the step / time progressions (:class:`_Series`) and the per-step meta
+arrays — and :meth:`RowBuffer.apply` / :meth:`RowBuffer.apply_run` apply a plan of
+:mod:`~mrec.record.trajectory.plan` to it: nothing here refuses.  Rows go to one
+:class:`~mrec.record.trajectory.land._Writer` per array (landed at the next commit); index arrays
+(``step_index``, ``offset``), box arrays and a broken progression's array are made here, with their
+history, the first time they are needed.  :meth:`RowBuffer.take` hands what the next commit
+publishes to the committer as a :class:`CommitBatch`.
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
+from ...zarr.array import Array
 from ..model.dtypes import numpy_dtype
 from ..model.box import Box
 from ..model.precision import HEAD, round_to_precision, rounded_head
-from .plan import _bits_equal, _same
-from .reader import TRAJ, tag_layout
-from .land import Unrounded, _Writer
+from ..sections.frame_group import VALIDITY
+from .plan import FramePlan, RunPlan, _bits_equal, _same, target_max
+from .layout import TRAJ, tag_layout
+from .land import Unrounded, _Writer, _dense_meta
 
 _K0, _K_NONE = np.zeros(1, np.int64), np.zeros(0, np.int64)
 for _a in (_K0, _K_NONE):
@@ -200,15 +205,94 @@ def _box_attrs(b: Box) -> dict | None:
     return attrs
 
 
+class CommitBatch(NamedTuple):
+    """What the next commit lands and publishes, taken from the buffer (:meth:`RowBuffer.take`)."""
+    order: list                # the arrays (_Writer) to land, in the landing order
+    groups: list               # [(group path, its attributes as they are now)] to publish
+    progressions: tuple        # (("step_progression", attribute or None), ("time_progression", ...))
+    nframes: int               # the frame count the commit publishes (nstep)
+    moves: list                # [(array, rows)]: a pipelined writer's rows since its last commit
 
 
-class Buffering:
-    """The buffering methods of :class:`~mrec.record.trajectory.writer.TrajectoryWriter` (a mixin):
-    they change the block / box / step / time state and append rows, and never refuse."""
+class RowBuffer:
+    """The second stage: applies plans (:meth:`apply`, :meth:`apply_run`) to the state it owns — the
+    blocks, the cell, the steps and times, the meta arrays and whether frames carry times — and
+    hands the arrays a commit lands to the committer (:meth:`take`).  Never refuses.
 
-    def _apply_frame(self, i: int, step, time, meta_values: dict, plans: dict, box) -> None:
-        """Apply a plan of :meth:`~mrec.record.trajectory.plan.Planning._plan_frame` (frame ``i``;
-        ``nframes`` is the caller's to advance)."""
+    ``store``, ``schema`` and ``dense_extent`` are what new index / box / progression arrays are
+    made with; ``pipeline``: every array's rows wait in its ``_Writer.held`` until :meth:`take`."""
+
+    def __init__(self, store, schema, dense_extent):
+        self.store = store
+        self.schema = schema
+        self.dense_extent = dense_extent
+        self.pipeline = False
+        self.blocks: dict[str, _BlockState] = {}
+        self.box = _BoxState()
+        self.meta: dict[str, _Writer] = {}
+        self.step = _Series(True)
+        self.time = _Series(False)
+        self.has_time: bool | None = None
+
+    def writers(self):
+        """Every array the buffer holds rows for (the landing order within a block and the cell)."""
+        for bs in self.blocks.values():
+            yield from bs.writers()
+        yield from self.box.writers()
+        yield from self.meta.values()
+        for s in (self.step, self.time):
+            if s.array is not None:
+                yield s.array
+
+    def use_pipeline(self, pipeline: bool) -> None:
+        """From now on (``pipeline``) every array's rows wait in its ``_Writer.held`` until their
+        commit is taken; the appenders are the committer thread's."""
+        self.pipeline = pipeline
+        if pipeline:
+            for w in self.writers():
+                w.held = []
+
+    def _new_dense(self, path: str, dtype: str, trailing=()) -> _Writer:
+        w = _Writer(Array(self.store, path, _dense_meta(dtype, trailing, extent=self.dense_extent)), 0, new=True)
+        if self.pipeline:
+            w.held = []
+        return w
+
+    def take(self, nframes: int) -> CommitBatch:
+        """What the next commit lands and publishes, decided now (no I/O): the dirty arrays in the
+        landing order (the index arrays before what they index), the groups to publish (their
+        attributes as they are now; marked clean), the progressions and the frame count it commits
+        (``nframes``), with the rows a pipelined writer's arrays held since the last commit."""
+        order: list[_Writer] = []        # the landing order (the index arrays before what they index)
+        groups = []
+        for bs in self.blocks.values():
+            order += [w for w in bs.writers() if w.dirty]
+            if bs.group_dirty:
+                groups.append((bs.path, dict(bs.attrs)))
+                bs.group_dirty = False
+            if bs.validity_missing:
+                groups.append((f"{bs.path}/{VALIDITY}", {}))
+                bs.validity_missing = False
+        box = [w for w in self.box.writers() if w.dirty]
+        order += box
+        if self.box.group_dirty or (box and not self.box.group_exists):
+            groups.append((f"{TRAJ}/box", dict(self.box.attrs)))
+            self.box.group_dirty = False
+            self.box.group_exists = True
+        rest = list(self.meta.values()) + [s.array for s in (self.step, self.time) if s.array is not None]
+        order += [w for w in rest if w.dirty]
+        progressions = (("step_progression", self.step.attribute()), ("time_progression", self.time.attribute()))
+        moves = []
+        for w in order:
+            if w.held:
+                moves.append((w, w.held))
+                w.held = []
+        return CommitBatch(order, groups, progressions, nframes, moves)
+
+    def apply(self, plan: FramePlan) -> None:
+        """Apply a plan of :meth:`~mrec.record.trajectory.plan.FramePlanner.plan_frame` (the
+        writer's frame count is the caller's to advance)."""
+        i, step, time, meta_values, plans, box = plan
         for name, (rows, values, masks) in plans.items():
             self._add_update(self.blocks[name], i, rows, values, masks)
         if box is not None:
@@ -227,11 +311,13 @@ class Buffering:
                 row[0] = v
             self.meta[key].append(row)
 
-    def _apply_run(self, F: int, plans: list, box_updates: list, first_step: int) -> None:
-        """Apply a plan of :meth:`~mrec.record.trajectory.plan.Planning._plan_run` (``F`` frames from
-        ``nframes`` on; ``nframes`` itself is the caller's to advance)."""
-        i0 = self.nframes
-        for bs, rows, values, masks, upd, lazy in plans:
+    def apply_run(self, run: RunPlan) -> None:
+        """Apply a plan of :meth:`~mrec.record.trajectory.plan.FramePlanner.plan_run` (the writer's
+        frame count is the caller's to advance)."""
+        F, i0, plans, box_updates, first_step = run
+        blocks = self.blocks
+        for name, rows, values, masks, upd, lazy in plans:
+            bs = blocks[name]
             if F == 1:
                 ks = _K0 if upd[0] else _K_NONE
             else:
@@ -289,7 +375,7 @@ class Buffering:
             bs.last = (rows, lv, lm)
             bs.last_p, bs.last_head = lazy if lazy is not None else (None, None)
             if bs.decl.targets:
-                bs.target_max = self._target_max(bs.decl, lv, lm)
+                bs.target_max = target_max(bs.decl, lv, lm)
             return
 
     def _add_steps(self, first: int, count: int) -> None:
@@ -358,7 +444,7 @@ class Buffering:
         bs.total_rows += rows
         bs.last = (rows, values, masks)
         bs.last_p, bs.last_head = lazy if lazy is not None else (None, None)
-        bs.target_max = self._target_max(bs.decl, values, masks)
+        bs.target_max = target_max(bs.decl, values, masks)
 
     def _make_index(self, bs: _BlockState) -> None:
         bs.si = self._new_dense(f"{bs.path}/step_index", "u64")

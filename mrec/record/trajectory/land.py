@@ -3,13 +3,18 @@
 The third stage of :class:`~mrec.record.trajectory.writer.TrajectoryWriter`.  :class:`_Writer`
 wraps an array under ``trajectory/`` with its appender (``ahead=True``: complete inner chunks of
 >= 96 KiB are encoded on the pool as rows arrive) and knows whether its ``zarr.json`` must be
-published; :meth:`Landing._land` writes the buffered rows of the arrays a commit lands (chunk
-bytes at each shard's end, then its index: ``ShardedAppender.land``), naming what it is doing in
-``_at`` for the commit's error message; :meth:`Landing._check_encodes` turns a chunk that failed
-on a worker into the writer's :class:`~mrec.errors.WriteError`.  The metadata of the arrays a
-writer creates (extents, codecs) is built by :func:`_array_meta` / :func:`_dense_meta`.
+published; the buffer holds one per array and appends rows to it.  A :class:`Lander` does what
+happens to the appenders at a commit and in between: :meth:`Lander.hand_over` gives a pipelined
+writer's held rows to them (rounded: :func:`settled`), :meth:`Lander.land` writes the buffered rows
+of the arrays a commit lands (chunk bytes at each shard's end, then its index:
+``ShardedAppender.land``), telling the committer what it is doing for the commit's error message,
+and :meth:`Lander.failed_encode` watches the encodes ahead (a chunk that failed on a worker
+becomes the writer's :class:`~mrec.errors.WriteError`, :meth:`Lander.encode_error`).  The metadata
+of the arrays a writer creates (extents, codecs) is built by :func:`_array_meta` / :func:`_dense_meta`.
 """
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
 
 from ...errors import WriteError
 from ...zarr.array import Array, ShardedAppender, meta_key, read_node
@@ -108,48 +113,58 @@ def read_arr(store, path) -> Array | None:
     return Array(store, path, node) if isinstance(node, ArrayMetadata) else None
 
 
-class Landing:
-    """The landing methods of :class:`~mrec.record.trajectory.writer.TrajectoryWriter` (a mixin)."""
+class Lander:
+    """The third stage: hands rows over to the appenders, lands them, and watches their encodes ahead.
 
-    def _new_dense(self, path: str, dtype: str, trailing=()) -> _Writer:
-        w = _Writer(Array(self.store, path, _dense_meta(dtype, trailing, extent=self.dense_extent)), 0, new=True)
-        if self.pipeline:
-            w.held = []
-        return w
+    ``arrays`` lists every array of the writer (the buffer's ``writers``); the appenders known at
+    the last commit are the ones :meth:`failed_encode` checks (cached until :meth:`landed`)."""
 
-    def _all_writers(self):
-        for bs in self.blocks.values():
-            yield from bs.writers()
-        yield from self.box.writers()
-        yield from self.meta.values()
-        for s in (self.step, self.time):
-            if s.array is not None:
-                yield s.array
+    def __init__(self, store, arrays: Callable[[], Iterable[_Writer]]):
+        self.store = store
+        self.arrays = arrays
+        self._ahead_apps: list[ShardedAppender] | None = None
 
-    def _check_encodes(self) -> None:
-        """An inner chunk encoded ahead on a worker (ShardedAppender ahead=True) that failed poisons
-        the writer at its next call, as a failed landing does (docs/reliability.md, "Write errors"):
-        nothing of the chunk was written, the store is at its last commit.  The appenders known at
-        the last commit are checked here; a newer one's failure surfaces at its landing."""
-        apps = self._ahead_apps
-        if apps is None:
-            apps = self._ahead_apps = [w.appender for w in self._all_writers()]
-        for ap in apps:
-            exc = ap.ahead_error
-            if exc is not None and self.failed is None:
-                self.failed = WriteError(
-                    f"encoding rows of array {ap.array.path} on a worker thread failed ({type(exc).__name__}: "
-                    f"{exc}); this writer refuses further work: frames {self.committed} and later were not "
-                    "reported committed, reopen the store (TrajectoryWriter.open) to continue from what is on disk",
-                    path=self.store.describe(ap.array.path))
-                self.failed.__cause__ = exc
-                self._poisoned()
-                raise self.failed
+    @staticmethod
+    def hand_over(moves: list) -> None:
+        """A pipelined writer's held rows, ``[(array, rows)]``, given to the appenders (rounded)."""
+        for w, rows in moves:
+            w.appender.append_many(settled(rows))
 
-    def _land(self, order: list) -> list[str]:
-        """Land the buffered rows of ``order``'s arrays, in that order; the shard files written."""
+    @staticmethod
+    def land(order: list, note: Callable[[str, str], None]) -> list[str]:
+        """Land the buffered rows of ``order``'s arrays, in that order, each announced to ``note``
+        (what, key) first; the shard files written."""
         data_keys: list[str] = []
         for w in order:
-            self._at = (f"landing rows of array {w.path} into", w.shard_key())
+            note(f"landing rows of array {w.path} into", w.shard_key())
             data_keys += w.land()
         return data_keys
+
+    def landed(self) -> None:
+        """A commit completed: the next check looks at the arrays as they are now."""
+        self._ahead_apps = None
+
+    def failed_encode(self) -> ShardedAppender | None:
+        """The first appender whose inner chunk, encoded ahead on a worker (ShardedAppender
+        ahead=True), failed; None while none did.  The appenders known at the last commit are
+        checked here; a newer one's failure surfaces at its landing."""
+        apps = self._ahead_apps
+        if apps is None:
+            apps = self._ahead_apps = [w.appender for w in self.arrays()]
+        for ap in apps:
+            if ap.ahead_error is not None:
+                return ap
+        return None
+
+    def encode_error(self, ap: ShardedAppender, committed: int) -> WriteError:
+        """The writer's error for ``ap``'s failed encode: it poisons the writer at its next call, as a
+        failed landing does (docs/reliability.md, "Write errors"): nothing of the chunk was written,
+        the store is at its last commit (``committed`` frames)."""
+        exc = ap.ahead_error
+        err = WriteError(
+            f"encoding rows of array {ap.array.path} on a worker thread failed ({type(exc).__name__}: "
+            f"{exc}); this writer refuses further work: frames {committed} and later were not "
+            "reported committed, reopen the store (TrajectoryWriter.open) to continue from what is on disk",
+            path=self.store.describe(ap.array.path))
+        err.__cause__ = exc
+        return err

@@ -1,13 +1,19 @@
 """Planning a frame: validation, change detection and the declared-precision rounding.
 
-The first stage of :class:`~mrec.record.trajectory.writer.TrajectoryWriter`.  A frame is checked
+The first stage of :class:`~mrec.record.trajectory.writer.TrajectoryWriter`: a
+:class:`FramePlanner` turns a frame into a :class:`FramePlan` (or a run of regular frames into a
+:class:`RunPlan`), frozen values the buffer (:mod:`~mrec.record.trajectory.buffer`) applies.  The
+planner does no I/O and changes nothing: it holds the schema, the ``system/`` blocks the trajectory
+is aligned with and the batch path's spec, and reads the writer's latest state (each block's latest
+update, the cell, the steps, whether frames have times) through a read-only view,
+:class:`LatestState`.  A frame is checked
 completely here (schema, steps, times, meta values, strings, the ``system/`` alignment,
 ``aligned_with`` and ``targets`` on the frame as it will resolve, the cell) and its columns are
 converted to the declared dtypes and rounded to their declared precision; a block whose rows
 equal its latest update is dropped from the plan (change detection).  Nothing here changes the
 writer: a refusal raises before :mod:`~mrec.record.trajectory.buffer` applies the plan.
 
-:meth:`Planning._plan_run` is the batch form (:meth:`TrajectoryWriter.extend`, and ``append``
+:meth:`FramePlanner.plan_run` is the batch form (:meth:`TrajectoryWriter.extend`, and ``append``
 of a regular frame): a run of frames of one structure stacked, rounded and change-detected as
 ``(frames, rows)`` arrays, cut before the first frame the general plan would refuse.  A pipelined
 writer's ``append`` of one regular frame copies its ``f64`` columns unrounded instead and decides
@@ -19,6 +25,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Mapping
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -103,12 +110,65 @@ def _plain_parts(fr):
     return (blocks, box) if type(blocks) is dict else None
 
 
+def target_max(decl, values: dict, masks: dict) -> dict[str, int]:
+    """The largest non-null value of each column of ``decl`` that references rows of another block."""
+    out = {}
+    for col in (decl.targets or {}):
+        v = values.get(col)
+        if v is None or not len(v):
+            continue
+        m = masks.get(col)
+        vv = v[m] if m is not None else v
+        if len(vv):
+            out[col] = int(np.max(vv))
+    return out
 
-class Planning:
-    """The planning methods of :class:`~mrec.record.trajectory.writer.TrajectoryWriter` (a mixin).
 
-    Reads the writer's schema, ``system``, block / box / step / time state, ``nframes`` and
-    ``flush_every``; writes nothing but the cached batch spec (``_fast_spec_cache``)."""
+class FramePlan(NamedTuple):
+    """One frame, validated and planned: what :meth:`RowBuffer.apply
+    <mrec.record.trajectory.buffer.RowBuffer.apply>` turns into rows."""
+    index: int                 # the frame's number (the writer's frame count before it)
+    step: int
+    time: float | None
+    meta: dict                 # meta key -> value, coerced (json as its text)
+    blocks: dict               # block -> (rows, {column: values}, {column: mask}): the blocks that changed
+    box: Any                   # the new cell (a Box), or None when it is absent or unchanged
+
+
+class RunPlan(NamedTuple):
+    """A run of regular frames, planned at once: what :meth:`RowBuffer.apply_run
+    <mrec.record.trajectory.buffer.RowBuffer.apply_run>` turns into rows."""
+    count: int                 # F, the frames of the run
+    first: int                 # the first frame's number
+    blocks: list               # [(block, rows, {column: (F, rows, ...)}, {column: mask}, updated (F,) bool, lazy)]
+    box_updates: list          # [(k, Box)]: the frames of the run whose cell changed
+    first_step: int            # the run's steps are first_step .. first_step + count - 1
+
+
+class LatestState(Protocol):
+    """What the planner reads of the writer's state, never changing it (the
+    :class:`~mrec.record.trajectory.buffer.RowBuffer` is one): per block its latest update
+    (``differs``, ``differs_unrounded``, ``resolved_rows``, ``target_max``), the cell (``defined``,
+    ``last``), the steps (``last``) and whether frames carry times (``has_time``)."""
+    blocks: Mapping[str, Any]
+    box: Any
+    step: Any
+    has_time: bool | None
+
+
+class FramePlanner:
+    """The first stage: a frame (:meth:`plan_frame`) or a run of regular frames (:meth:`plan_run`)
+    validated and planned, every refusal raised, nothing changed.
+
+    Holds the schema, the ``system/`` alignment (block -> (rows, id column or None)), the store's
+    root (named by refusals) and the batch path's spec (cached); reads ``latest``."""
+
+    def __init__(self, schema, system: dict, root: str, latest: LatestState):
+        self.schema = schema
+        self.system = system
+        self.root = root
+        self.latest = latest
+        self._fast_spec_cache: dict | None | bool = False
 
     def _check_system(self, plans: dict, i: int) -> None:
         for name, (rows, values, _masks) in plans.items():
@@ -126,7 +186,7 @@ class Planning:
 
 
     def _next_step(self, step) -> int:
-        last = self.step.last
+        last = self.latest.step.last
         if step is None:
             step = 0 if last is None else last + 1
         if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
@@ -140,18 +200,19 @@ class Planning:
                                kind="step_not_increasing")
         return step
 
-    def _check_time(self, time):
+    def _check_time(self, time, i: int):
         if time is not None:
             if isinstance(time, (bool, np.bool_)) or not isinstance(time, (int, float, np.integer, np.floating)):
                 raise RefusalError(f"time {time!r} is not a number", kind="partial_time")
             time = float(time)
-        if self.has_time is None:
+        has_time = self.latest.has_time
+        if has_time is None:
             return time
-        if self.has_time and time is None:
-            raise RefusalError(f"frame {self.nframes} drops the time every earlier frame had (time is all-or-nothing)",
+        if has_time and time is None:
+            raise RefusalError(f"frame {i} drops the time every earlier frame had (time is all-or-nothing)",
                                kind="partial_time")
-        if not self.has_time and time is not None:
-            raise RefusalError(f"frame {self.nframes} gains a time no earlier frame had (time is all-or-nothing)",
+        if not has_time and time is not None:
+            raise RefusalError(f"frame {i} gains a time no earlier frame had (time is all-or-nothing)",
                                kind="partial_time")
         return time
 
@@ -161,9 +222,9 @@ class Planning:
         for name, cols in f.blocks.items():
             for c, cd in self.schema.blocks[name].columns.items():
                 if cd.dtype == "string" and c in cols:
-                    check_text(cols[c], f"frame {i}: block {name!r} column {c!r}, row", self.store.root)
+                    check_text(cols[c], f"frame {i}: block {name!r} column {c!r}, row", self.root)
 
-    def _meta_values(self, f: Frame) -> dict:
+    def _meta_values(self, f: Frame, i: int) -> dict:
         out = {}
         for key, md in self.schema.meta.items():
             if key in f.meta:
@@ -171,27 +232,14 @@ class Planning:
             elif md.fill is not ABSENT:
                 v = md.fill
             else:
-                raise RefusalError(f"frame {self.nframes} omits meta key {key!r}, which has no fill",
+                raise RefusalError(f"frame {i} omits meta key {key!r}, which has no fill",
                                    kind="missing_meta_value")
             v = typed_json.coerce_meta_value(md.tag, v, key)
             if md.tag in ("string", "json"):       # JSON would escape a lone surrogate: refused alike
-                check_text(v, f"frame {self.nframes}: meta key {key!r}", self.store.root)
+                check_text(v, f"frame {i}: meta key {key!r}", self.root)
             if md.tag == "json":
                 v = typed_json.json_dumps(v)
             out[key] = v
-        return out
-
-    @staticmethod
-    def _target_max(decl, values: dict, masks: dict) -> dict[str, int]:
-        out = {}
-        for col in (decl.targets or {}):
-            v = values.get(col)
-            if v is None or not len(v):
-                continue
-            m = masks.get(col)
-            vv = v[m] if m is not None else v
-            if len(vv):
-                out[col] = int(np.max(vv))
         return out
 
     def _plan_blocks(self, f: Frame) -> dict:
@@ -219,8 +267,7 @@ class Planning:
                 if cd.nullable:
                     m = (f.masks.get(name) or {}).get(col)
                     masks[col] = np.ones(rows, bool) if m is None else _owned(np.asarray(m, dtype=bool), m)
-            bs = self.blocks[name]
-            if bs.differs(rows, values, masks):
+            if self.latest.blocks[name].differs(rows, values, masks):
                 plans[name] = (rows, values, masks)
         return plans
 
@@ -229,7 +276,7 @@ class Planning:
         def rows_of(name):
             if name in plans:
                 return plans[name][0]
-            return self.blocks[name].resolved_rows
+            return self.latest.blocks[name].resolved_rows
 
         for name, decl in self.schema.blocks.items():
             r = rows_of(name)
@@ -243,7 +290,8 @@ class Planning:
                                        f"{decl.aligned_with!r} {t}: restate it when the target's count changes",
                                        kind="aligned_count_mismatch")
             if decl.targets and r:
-                maxes = self._target_max(decl, plans[name][1], plans[name][2]) if name in plans else self.blocks[name].target_max
+                maxes = target_max(decl, plans[name][1], plans[name][2]) if name in plans else \
+                    self.latest.blocks[name].target_max
                 for col, target in decl.targets.items():
                     if target.startswith("/") or col not in maxes:
                         continue
@@ -259,7 +307,7 @@ class Planning:
         if f.box is None:
             return None
         box = f.box if isinstance(f.box, Box) else Box.from_any(f.box)
-        b = self.box
+        b = self.latest.box
         if b.defined is not None and b.defined != box.defined:
             raise RefusalError(f"frame {i}: cell_defined changes from {b.defined} to {box.defined}; a trajectory "
                                "holds one cell_defined flag for every update", kind="bad_box")
@@ -267,27 +315,25 @@ class Planning:
             return None
         return box
 
-    def _plan_frame(self, frame, step=None, time=None) -> tuple:
-        """The general plan: the frame built and validated as a :class:`Frame`, every refusal raised,
-        nothing changed; ``(frame index, step, time, meta values, block plans, cell or None)`` for
-        :meth:`~mrec.record.trajectory.buffer.Buffering._apply_frame`."""
-        i = self.nframes
+    def plan_frame(self, frame, i: int, step=None, time=None) -> FramePlan:
+        """The general plan of frame number ``i``: the frame built and validated as a :class:`Frame`,
+        every refusal raised, nothing changed."""
         f = frame if isinstance(frame, Frame) else self.schema.frame(_frame_like(frame, i))   # int lists take declared dtypes
         self.schema.check_frame(f)
         step = self._next_step(step)
-        time = self._check_time(time)
-        meta_values = self._meta_values(f)
+        time = self._check_time(time, i)
+        meta_values = self._meta_values(f, i)
         self._check_strings(f, i)
         plans = self._plan_blocks(f)
         self._check_system(plans, i)
         self._check_resolved(plans, i)
         box = self._plan_box(f, i)
-        return i, step, time, meta_values, plans, box
+        return FramePlan(i, step, time, meta_values, plans, box)
 
     def _fast_spec(self):
         """block -> (rows fixed by structural_shape or None, [(column, numpy dtype, trailing, precision,
         nullable)]) for blocks the batch path can take; None when the schema rules the batch path out."""
-        spec = self.__dict__.get("_fast_spec_cache", False)
+        spec = self._fast_spec_cache
         if spec is not False:
             return spec
         spec = {}
@@ -367,18 +413,18 @@ class Planning:
         return blocks, box
 
 
-    def _plan_run(self, batch: list, pos: int):
-        """Plan the longest run of regular frames from batch[pos] up to the next automatic flush, exactly
-        as :meth:`_plan_frame` one by one would: ``(frames, plans, cell updates, first step)`` for
-        :meth:`~mrec.record.trajectory.buffer.Buffering._apply_run`, or None (batch[pos] goes to the
-        general append).  Changes nothing."""
-        if self.closed or self.failed is not None or self.has_time:
+    def plan_run(self, batch: list, pos: int, index: int, room: int, pipeline: bool) -> RunPlan | None:
+        """Plan the longest run of regular frames from batch[pos] (frame number ``index``), at most
+        ``room`` frames (up to the next automatic flush; at least one), exactly as :meth:`plan_frame`
+        one by one would; None when batch[pos] goes to the general plan.  ``pipeline``: a run of one
+        frame leaves its rounding to the committer thread.  Changes nothing."""
+        latest = self.latest
+        if latest.has_time:
             return None
         spec = self._fast_spec()
         if spec is None:
             return None
-        room = self.flush_every - (self.nframes - self._flushed)
-        last = self.step.last
+        last = latest.step.last
         first_step = 0 if last is None else last + 1
         end = min(len(batch), pos + max(1, room), pos + max(0, I64_MAX - first_step + 1))
         if end <= pos:
@@ -402,7 +448,7 @@ class Planning:
         # ---- the cells: built and change-detected as _plan_box would, frame after frame ----
         box_updates = []
         cut = F
-        bx = self.box
+        bx = latest.box
         defined, last_box = bx.defined, bx.last
         for k, raw in enumerate(boxes):
             if raw is None:
@@ -429,9 +475,9 @@ class Planning:
         plans = []
         # a pipelined append of one frame buffers its f64 columns unrounded (its own copy) and
         # leaves the rounding to the committer thread; change detection rounds a few values
-        defer = F == 1 and self.pipeline
+        defer = F == 1 and pipeline
         for name, rows in sig:
-            bs = self.blocks[name]
+            bs = latest.blocks[name]
             values, masks = {}, {}
             unrounded = []
             for p, group in spec[name][2]:
@@ -498,7 +544,7 @@ class Planning:
                     bad = upd & ~same
                 if bad.any():
                     cut = min(cut, int(np.argmax(bad)))
-            plans.append((bs, rows, values, masks, upd, lazy))
+            plans.append((name, rows, values, masks, upd, lazy))
         if cut == 0:
             return None                # the first frame is refused: append raises it
-        return cut, plans, box_updates, first_step
+        return RunPlan(cut, index, plans, box_updates, first_step)

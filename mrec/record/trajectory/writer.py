@@ -1,50 +1,55 @@
-"""The streaming trajectory writer: buffering, automatic flush, commit protocol, reopen.
+"""The streaming trajectory writer: a coordinator of four stages, each an object with its own state.
 
-:class:`TrajectoryWriter` is the public class; it coordinates four stages, each a module (and a
-mixin class the writer is made of), in the order a frame meets them:
+:class:`TrajectoryWriter` is the public class.  A frame meets the stages in this order; only the
+writer holds them all, and what crosses between them is a frozen plan or a batch:
 
-* :mod:`~mrec.record.trajectory.plan` — planning: every frame is validated, rounded to its
-  declared precision and change-detected before any state changes, so a refused frame leaves
-  writer and store as they were;
-* :mod:`~mrec.record.trajectory.buffer` — buffering: the plan becomes rows appended to one
-  appender per array and the in-memory state of blocks, cell, steps and times;
-* :mod:`~mrec.record.trajectory.land` — landing: the glue to
-  :class:`~mrec.zarr.array.ShardedAppender` (encoding, encode-ahead, shard appends);
-* :mod:`~mrec.record.trajectory.commit` — committing: the chapter's order of chunk bytes,
-  ``zarr.json`` replaces, fsyncs and the commit marker (``nstep``), and what a failure does;
+==============================  ================================================  ============================
+stage (module)                  owns                                              hands on
+==============================  ================================================  ============================
+:class:`~.plan.FramePlanner`    the schema, the ``system/`` alignment, the batch  a :class:`~.plan.FramePlan`
+(:mod:`~.plan`)                 path's spec; reads the buffer's latest state      or :class:`~.plan.RunPlan`
+                                through a read-only view (``LatestState``);       (validated, rounded,
+                                no I/O, refuses, changes nothing                  change-detected)
+:class:`~.buffer.RowBuffer`     the blocks (latest update, index arrays), the     a :class:`~.buffer.CommitBatch`
+(:mod:`~.buffer`)               cell, the step / time progressions, the meta      (:meth:`~.buffer.RowBuffer.take`:
+                                arrays, whether frames carry times; one           the arrays in landing order,
+                                ``_Writer`` (array + appender) per array, which   the groups, the progressions,
+                                it appends rows to; never refuses                 nstep, a pipeline's held rows)
+:class:`~.land.Lander`          what happens to the appenders at a commit:        the shard keys written
+(:mod:`~.land`)                 held rows handed over (rounded), rows landed in
+                                order; the encodes ahead watched (appenders
+                                known at the last commit)
+:class:`~.commit.Committer`     the order chunks -> ``zarr.json`` -> ``nstep``,   ``committed`` (the frames of
+(:mod:`~.commit`)               the unsynced keys, ``_at`` (named by a failure),  the last commit marker)
+                                the last marker's attributes, ``committed``, the
+                                queue and the committer thread (``pipeline=True``)
+==============================  ================================================  ============================
 
-plus :mod:`~mrec.record.trajectory.opening` (``create``, ``open``: the layout, the reopen rule).
-
-Every ``flush_every`` frames an automatic (not fsynced unless ``durable="always"``) commit lands
-the buffer (on a committer thread, queued, with ``pipeline=True``); :meth:`TrajectoryWriter.flush` and :meth:`TrajectoryWriter.close` commit durably
-when ``durable`` is true.  A commit that fails raises :class:`~mrec.errors.WriteError` and
-poisons the writer: every later call refuses, the lock is released, and
-:meth:`TrajectoryWriter.open` continues from what is on disk (docs/reliability.md, "Write errors").
+The writer owns the stages, the knobs (``flush_every``, ``durable``, ``pipeline``), the counts
+(``nframes``; ``_flushed``, the frames handed to a commit) and the sticky failure (``failed``, kept
+in a :class:`~.commit.Guard` with the store's lock, which the committer thread may set).
+:mod:`~.opening` (:func:`~.opening.create`, :func:`~.opening.reopen`: the layout, the reopen rule)
+builds the stages' initial state.  ``append`` = plan, apply, count; every ``flush_every`` frames
+an automatic (not fsynced unless ``durable="always"``) commit takes the buffer's batch and the
+committer lands it (on its thread, queued, with ``pipeline=True``); :meth:`TrajectoryWriter.flush`
+and :meth:`TrajectoryWriter.close` commit durably when ``durable`` is true.  A commit that fails
+raises :class:`~mrec.errors.WriteError` and poisons the writer: every later call refuses, the lock
+is released, and :meth:`TrajectoryWriter.open` continues from what is on disk (docs/reliability.md,
+"Write errors").
 """
 from __future__ import annotations
 
-import collections
 import itertools
 
-import numpy as np
-
 from ...errors import RefusalError, WriteError
-from ...zarr.stores.directory import DirectoryStore
-from .. import extents as X
 from ..integrity.lock import LOCK_NAME
-from ..model.schema import SequenceSchema
-from .buffer import Buffering, _BlockState, _BoxState, _Series
-from .commit import Committing
-from .land import Landing, _Writer
-# importable from here as before the split (spec_tests/test_repair.py imports _dense_meta)
-from .land import _array_meta, _dense_meta, read_arr
-from .opening import Opening
-from .plan import Planning
+from . import opening
+from .buffer import CommitBatch
 
 __all__ = ["TrajectoryWriter"]
 
 
-class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
+class TrajectoryWriter:
     """Streams frames into ``trajectory/`` of a ``*.mrec`` directory store.
 
     Use :meth:`create` for a new trajectory and :meth:`open` to reopen one and
@@ -58,37 +63,62 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
     next call (:mod:`~mrec.record.trajectory.commit`).
     """
 
-    def __init__(self, store: DirectoryStore, schema: SequenceSchema, *, durable, compression: X.Compression):
-        if durable not in (True, False, "always") or isinstance(durable, (int, float)) and not isinstance(durable, bool):
-            raise RefusalError(f"durable={durable!r} is not True, False or 'always'", kind="bad_durable")
-        self.store = store
-        self.schema = schema
-        self.durable = bool(durable)                 # explicit flush() / close()
-        self.durable_auto = durable == "always"      # automatic flushes
-        self.compression = compression
-        self.nframes = 0
-        self.committed = 0
+    def __init__(self, start: opening.Start):
+        self.store = start.store
+        self.schema = start.schema
+        self.durable = bool(start.durable)              # explicit flush() / close()
+        self.durable_auto = start.durable == "always"   # automatic flushes
+        self.flush_every = start.flush_every
+        self.pipeline = start.pipeline     # automatic commits queued to the committer's thread
+        self.nframes = start.nframes
+        self._flushed = start.nframes      # frames handed to a commit (run, or queued when pipelined)
         self.closed = False
-        self.failed: WriteError | None = None        # set by a failed commit: every later call refuses
-        self._ahead_apps: list | None = None        # see _check_encodes
-        self._at = ("", "")                          # (what, key) the commit is doing: named by a failure
-        self.blocks: dict[str, _BlockState] = {}
-        self.box = _BoxState()
-        self.meta: dict[str, _Writer] = {}
-        self.step = _Series(True)
-        self.time = _Series(False)
-        self.has_time: bool | None = None
-        self.traj_attrs: dict = {}
-        self.flush_every = 1
-        self.system: dict[str, tuple[int, np.ndarray | None]] = {}   # block -> (rows, id) of system/
-        self._unsynced: tuple[list, list] = ([], [])   # keys written by automatic flushes since the last fsync
-        self._flushed = 0                  # frames handed to a commit (run, or queued when pipelined)
-        self.pipeline = False              # automatic commits queued to a committer thread (_queue_commit)
-        self._queue: collections.deque = collections.deque()    # (future, bytes) of queued commits
-        self._queued_bytes = 0
-        self._committer = None
-        self._unreported: WriteError | None = None   # a queued commit's failure, raised at the next call
-        self._producer_waits = False       # the producer waits for the committer (_drain, a full queue)
+        self.guard = start.guard           # the sticky failure and the lock
+        self.planner = start.planner
+        self.buffer = start.buffer
+        self.lander = start.lander
+        self.committer = start.committer
+        self.removed_temps = start.removed_temps
+        if start.repair_report is not None:
+            self.repair_report = start.repair_report
+
+    # -- construction ---------------------------------------------------------------
+    @classmethod
+    def create(cls, path, schema, *, flush_every: int | None = None, compression=None, durable: bool = True,
+               meta: dict | None = None, fs=None, profile: str = "reference",
+               expected_frames: int | None = None, pipeline: bool = False) -> TrajectoryWriter:
+        """A new trajectory in the record at ``path`` (see :func:`~mrec.record.trajectory.opening.create`)."""
+        return cls(opening.create(path, schema, flush_every=flush_every, compression=compression, durable=durable,
+                                  meta=meta, fs=fs, profile=profile, expected_frames=expected_frames,
+                                  pipeline=pipeline))
+
+    @classmethod
+    def open(cls, path, *, flush_every: int | None = None, durable: bool = True, fs=None,
+             compression=None, truncate_after_step: int | None = None, pipeline: bool = False) -> TrajectoryWriter:
+        """Reopen to append.  ``truncate_after_step=S`` first drops every committed frame whose
+        step is after S (a restart from a checkpoint at S; see :mod:`mrec.record.trajectory.truncate`)."""
+        return cls(opening.reopen(path, flush_every=flush_every, durable=durable, fs=fs, compression=compression,
+                                  truncate_after_step=truncate_after_step, pipeline=pipeline))
+
+    # -- state ----------------------------------------------------------------------
+    @property
+    def failed(self) -> WriteError | None:
+        """The failure that poisoned the writer (every later call refuses), or None."""
+        return self.guard.failed
+
+    @failed.setter
+    def failed(self, value: WriteError | None) -> None:
+        self.guard.failed = value
+
+    @property
+    def committed(self) -> int:
+        """The frames the last commit marker holds."""
+        return self.committer.committed
+
+    @property
+    def blocks(self) -> dict:
+        """The buffer's block states (read-only: the writer's ``repr``)."""
+        return self.buffer.blocks
 
     # -- append ---------------------------------------------------------------------------------
     def append(self, frame, step=None, time=None) -> None:
@@ -103,9 +133,9 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
 
     def _append_checked(self, frame, step=None, time=None) -> None:
         """The general append: the frame built, validated and planned (a refusal changes nothing), then
-        applied.  The caller has checked the encodes ahead (:meth:`_check_encodes`)."""
+        applied.  The caller has checked the workers (:meth:`_check_workers`)."""
         self._check_usable()
-        self._apply_frame(*self._plan_frame(frame, step, time))
+        self.buffer.apply(self.planner.plan_frame(frame, self.nframes, step, time))
         self._added(1)
 
     # -- batch append ---------------------------------------------------------------------------
@@ -155,12 +185,15 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
     def _extend_run(self, batch: list, pos: int) -> int:
         """Append the longest run of regular frames from batch[pos] up to the next automatic flush,
         exactly as :meth:`append` one by one would; the number taken (0: batch[pos] goes to append)."""
-        run = self._plan_run(batch, pos)
+        if self.closed or self.guard.failed is not None:
+            return 0
+        n = self.nframes
+        run = self.planner.plan_run(batch, pos, n, self.flush_every - (n - self._flushed), self.pipeline)
         if run is None:
             return 0
-        self._apply_run(*run)
-        self._added(run[0])
-        return run[0]
+        self.buffer.apply_run(run)
+        self._added(run.count)
+        return run.count
 
     def _added(self, count: int) -> None:
         """``count`` frames were buffered: commit (automatically) when ``flush_every`` are pending."""
@@ -171,25 +204,16 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
             else:
                 self._commit(durable=self.durable_auto)
 
-    def _use_pipeline(self, pipeline) -> None:
-        """``pipeline=True``: automatic commits are queued to a committer thread (see
-        :meth:`~mrec.record.trajectory.commit.Committing._queue_commit`); from now on every array's
-        rows wait in its ``_Writer.held`` until their commit is queued."""
-        if not isinstance(pipeline, bool):
-            raise RefusalError(f"pipeline={pipeline!r} is not True or False", kind="bad_pipeline")
-        self.pipeline = pipeline
-        if pipeline:
-            for w in self._all_writers():
-                w.held = []
-
     def _check_workers(self) -> None:
         """A failure on another thread — a queued commit's, an encode ahead's — raised at this call."""
-        self._surface()
-        self._check_encodes()
+        self.committer.surface()
+        ap = self.lander.failed_encode()
+        if ap is not None and self.guard.failed is None:
+            raise self._poison(self.lander.encode_error(ap, self.committer.committed))
 
     def _check_usable(self) -> None:
-        self._surface()
-        if self.failed is not None:
+        self.committer.surface()
+        if self.guard.failed is not None:
             raise self._refusal()
         if self.closed:
             raise RefusalError("the writer is closed", path=self.store.root, kind="closed")
@@ -198,11 +222,71 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
         self._check_workers()
         self._check_usable()
 
+    # -- commits --------------------------------------------------------------------------------
+    def _take(self) -> CommitBatch:
+        """The buffer's next commit: every frame buffered so far."""
+        batch = self.buffer.take(self.nframes)
+        self._flushed = self.nframes
+        return batch
+
+    def _commit(self, durable: bool) -> None:
+        """The next commit, on this thread, all or nothing for this object: any failure inside (ENOSPC,
+        EIO from a write or an fsync, anything else) leaves the writer refusing every later call.
+
+        Once a write or fsync has failed the writer cannot know what reached the disk (a failed
+        fsync may have dropped the dirty pages: PostgreSQL's "fsyncgate"), and its buffers and shard
+        indexes may already describe bytes that never landed; retrying would commit a ``zarr.json``
+        that names them.  So it does not retry: the store stays at the last ``nstep`` that landed
+        (its arrays may be longer: the reopen rule shrinks them) and reopening re-establishes the
+        state from disk (docs/reliability.md, "Write errors")."""
+        if self.guard.failed is not None:
+            raise self._refusal()
+        try:
+            self.committer.commit(self._take(), durable)
+        except BaseException as exc:
+            self._poison(self.committer.failure(exc))
+            if isinstance(exc, OSError):
+                raise self.guard.failed from exc
+            raise
+
+    def _queue_commit(self, durable: bool) -> None:
+        """An automatic commit of a pipelined writer, queued to the committer's thread
+        (:meth:`~mrec.record.trajectory.commit.Committer.queue`)."""
+        self.committer.surface()
+        if self.guard.failed is not None:
+            raise self._refusal()
+        self.committer.queue(self._take(), durable)
+
+    # -- failure --------------------------------------------------------------------------------
+    def _refusal(self) -> WriteError:
+        f = self.guard.failed
+        err = WriteError(f"this writer refuses further work since {f.detail.split(';')[0]}: reopen the store "
+                         "(TrajectoryWriter.open) to continue from what is on disk", path=f.path, errno=f.errno)
+        err.__cause__ = f
+        return err
+
+    def _poison(self, failure: WriteError) -> WriteError:
+        """``failure`` is the writer's from now on (returned); it writes nothing more."""
+        self.guard.failed = failure
+        self._poisoned()
+        return failure
+
+    def _poisoned(self) -> None:
+        """A failed writer writes nothing more: its lock goes now (best effort), so the store can be
+        reopened, in this process or another — after any commit still running on the committer
+        thread (which then finds the writer failed and runs nothing more)."""
+        if self.committer.queued:
+            self.committer.drain()
+        try:
+            self.guard.release_lock()
+        except OSError:
+            pass
+
     # -- flush, close ---------------------------------------------------------------------------
     def flush(self) -> None:
         """Land every buffered frame and commit; durable unless the writer was made with durable=False.
         A pipelined writer first waits for its queued commits."""
-        self._drain()
+        self.committer.drain()
         self._check_open()
         self._commit(durable=self.durable)
 
@@ -211,24 +295,24 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
         :class:`WriteError`) once, releasing its lock; the store stays as it was left."""
         if self.closed:
             return
-        self._drain()
+        self.committer.drain()
         try:
             self._check_workers()
         except WriteError:
             pass                           # self.failed is set: refused just below
-        if self.failed is not None:
+        if self.guard.failed is not None:
             self.closed = True
             self._poisoned()
-            self._stop_committer()
+            self.committer.stop()
             raise self._refusal()
         try:
             self._commit(durable=self.durable)
         finally:
             self.closed = True
-            self._stop_committer()
-            if self.failed is None:
+            self.committer.stop()
+            if self.guard.failed is None:
                 try:
-                    self._release_lock()
+                    self.guard.release_lock()
                 except OSError as exc:
                     raise WriteError(f"removing the writer lock failed ({exc.strerror or exc}); every frame is "
                                      f"committed (nstep {self.committed})", path=self.store.describe(LOCK_NAME),
@@ -238,10 +322,10 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None and self.failed is not None:
+        if exc_type is not None and self.guard.failed is not None:
             self.closed = True          # the failure is already propagating: do not raise it again
             self._poisoned()
-            self._stop_committer()
+            self.committer.stop()
             return
         self.close()
 
@@ -252,4 +336,3 @@ class TrajectoryWriter(Opening, Planning, Buffering, Landing, Committing):
     def __repr__(self) -> str:
         from ..model.describe import writer_repr
         return writer_repr(self)
-

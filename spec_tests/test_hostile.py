@@ -255,7 +255,7 @@ def test_refused_create_open_and_closed_leave_store_byte_identical(tmp_path):
 
 
 def test_huge_inner_chunk_shape_refused_by_name(tmp_path):
-    """Found by `tools/fuzz.py --n 100000`: an inner chunk extent beyond 2^62 (or an inner chunk of
+    """Found by `python -m tools.fuzz --n 100000`: an inner chunk extent beyond 2^62 (or an inner chunk of
     more elements than one read may allocate) is refused at parse, never a numpy ValueError."""
     import json
     from mrec.errors import MetadataError
@@ -274,7 +274,7 @@ def test_huge_inner_chunk_shape_refused_by_name(tmp_path):
 
 
 def test_huge_shuffle_elementsize_refused_by_name():
-    """Found by `tools/fuzz.py --n 100000 --seed 11`: elementsize 2^63 overflowed numpy."""
+    """Found by `python -m tools.fuzz --n 100000 --seed 11`: elementsize 2^63 overflowed numpy."""
     from mrec.errors import MetadataError
     from mrec.zarr.codecs.shuffle import ShuffleCodec
     for n in (2 ** 63, 2 ** 31 + 1, 0, -1, True, 1.5):

@@ -30,7 +30,8 @@ def _array_summary(store, node_path: str, node) -> dict:
 
 
 def _info(path: str, as_json: bool) -> int:
-    from .record.trajectory.reader import TrajectoryReader, open_store
+    from .record.trajectory.reader import TrajectoryReader
+    from .record.trajectory.store import open_store
     from .zarr.array import read_node
     from .zarr.metadata import ArrayMetadata, GroupMetadata
     store = open_store(path)
@@ -172,7 +173,7 @@ def _print_forcefield(d: dict) -> None:
 def _validate(path: str, deep: bool, as_json: bool) -> int:
     from .progress import Bar
     from .check.validate import validate
-    from .fs.remote import is_url
+    from .fs.urls import is_url
     if not is_url(path) and not os.path.exists(path):
         raise MrecError("no such file or directory", path=path)
     with Bar("validate", unit="arrays", enabled=None if deep and not as_json else False) as bar:

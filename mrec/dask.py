@@ -24,7 +24,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .errors import RefusalError
-from .fs.remote import require
+from .fs.urls import require
 
 _OPEN: "OrderedDict[tuple, object]" = OrderedDict()     # (path, options) -> store, per process
 _OPEN_MAX = 64
@@ -38,7 +38,7 @@ def _dask_array():
 
 
 def _store(path: str, options_json: str):
-    from .record.trajectory.reader import open_store
+    from .record.trajectory.store import open_store
     key = (path, options_json)
     with _LOCK:
         st = _OPEN.get(key)

@@ -214,7 +214,7 @@ def test_reads_on_several_cores_are_the_serial_reads(tmp_path, monkeypatch, thre
     path = tmp_path / "t.mrec"
     _record(path)
     monkeypatch.setattr(parallel, "MIN_PARALLEL_DECODE", 0)
-    import mrec.record.trajectory.reader as tr
+    import mrec.record.trajectory.reads as tr
     monkeypatch.setattr(tr, "PARALLEL_READ_BYTES", 0)
     monkeypatch.setattr(tr, "BATCH_READ_BYTES", 64 * 1024)       # several batches
     monkeypatch.setenv("MREC_THREADS", "1")

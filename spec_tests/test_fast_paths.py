@@ -12,7 +12,8 @@ import zstandard
 from hypothesis import given, settings, strategies as st
 
 from mrec.errors import CorruptionError
-from mrec.zarr.array import Array, ShardedAppender
+from mrec.zarr.append import ShardedAppender
+from mrec.zarr.array import Array
 from mrec.zarr.codecs.base import ChunkSpec
 from mrec.zarr.codecs.shuffle import shuffle_bytes, unshuffle_bytes
 from mrec.zarr.codecs.zstd_ import ZstdCodec
@@ -313,7 +314,7 @@ def test_read_range_returns_short_reads_at_the_end(tmp_path):
 
 def test_concurrent_column_reads_are_bit_identical(tmp_path, monkeypatch):
     import mrec
-    from mrec.record.trajectory import reader as trajectory_read
+    from mrec.record.trajectory import reads as trajectory_read
     path = tmp_path / "c.mrec"
     _rich_trajectory(path, n_frames=12, atoms=40)
     serial = [mrec.TrajectoryReader(path)[i] for i in range(12)]
@@ -330,7 +331,7 @@ def test_concurrent_column_reads_are_bit_identical(tmp_path, monkeypatch):
 def test_concurrent_column_reads_raise_the_serial_error(tmp_path, monkeypatch):
     """A damaged chunk in the second and third column: both modes name the second one."""
     import mrec
-    from mrec.record.trajectory import reader as trajectory_read
+    from mrec.record.trajectory import reads as trajectory_read
     from mrec.zarr.array import Array as A
     path = tmp_path / "d.mrec"
     _rich_trajectory(path, n_frames=6, atoms=3000)           # one frame per inner chunk
@@ -360,7 +361,7 @@ def test_concurrent_column_reads_raise_the_serial_error(tmp_path, monkeypatch):
 def test_coalesced_chunk_reads_match_one_read_per_chunk(tmp_path, monkeypatch, cut):
     """Back-to-back inner chunks fetched as one range: same values, same errors (a truncated shard)."""
     from mrec.fs import RecordingFileSystem
-    from mrec.zarr import array as array_mod
+    from mrec.zarr.read import plan as array_mod
     store = DirectoryStore(str(tmp_path))
     arr = Array.create(store, "x", ArrayMetadata.create((0,), DATA_TYPES["float64"], (64,), _sharded(8, 8)))
     ap = ShardedAppender(arr)

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from mrec.errors import MrecError
 from mrec.zarr import parallel
-from mrec.zarr.array import Array, ShardedAppender
+from mrec.zarr.append import ShardedAppender
+from mrec.zarr.array import Array
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.metadata import ArrayMetadata
 from mrec.zarr.pipeline import CodecPipeline
@@ -58,7 +59,7 @@ def _outcome(store, rows, threads, serial_only=False):
     """The values (or the error's type and text) of a fresh read of ``rows``."""
     arr = Array.open(store, "x", appended=True)
     if serial_only:                   # the labelled path alone, as before the pool existed
-        arr._decoder_into = lambda release_gil=False, many=False: None
+        arr.decoders.into = lambda release_gil=False, many=False: None
     try:
         return ("ok", arr.read(rows, threads=threads).tobytes())
     except MrecError as exc:
@@ -129,7 +130,8 @@ def test_leftovers_beside_a_batch_of_whole_chunks_read_as_the_serial_read(tmp_pa
     here), leaving partial chunks at either end and, after a damaged chunk, every later run to the
     per-chunk path: the values or the error of the serial read, and the batch reports the runs it
     decoded as one range of inner-chunk rows."""
-    import mrec.zarr.array as array_mod
+    import mrec.zarr.read.decode as decode_mod
+    import mrec.zarr.read.plan as array_mod
     data = np.round(np.random.default_rng(3).normal(size=(96,)), 3)
     store = _appended(tmp_path, data, 8, 12, 8)
     if damage is not None:
@@ -141,13 +143,13 @@ def test_leftovers_beside_a_batch_of_whole_chunks_read_as_the_serial_read(tmp_pa
             f.write(raw)
     monkeypatch.setattr(array_mod, "COALESCE_BYTES", 2 * _chunk_span(store, (0,))[1] + 1)
     spans = []
-    whole = array_mod.Array._batch_whole
+    whole = decode_mod.batch_whole
 
     def spy(self, *args, **kwargs):
         got = whole(self, *args, **kwargs)
         spans.append(got)
         return got
-    monkeypatch.setattr(array_mod.Array, "_batch_whole", spy)
+    monkeypatch.setattr(decode_mod, "batch_whole", spy)
     got = _outcome(store, rows, 2)             # first: a result buffer that no earlier read filled
     monkeypatch.undo()
     serial = _outcome(store, rows, 1, serial_only=True)
@@ -215,7 +217,7 @@ def _frames_of(r, how):
        lo=st.integers(0, 30), span=st.integers(0, 30))
 def test_batched_frames_are_the_frames_read_one_by_one(tmp_path_factory, monkeypatch, batch_bytes, threads, lo, span):
     import mrec
-    from mrec.record.trajectory import reader as tr
+    from mrec.record.trajectory import reads as tr
     path = tmp_path_factory.mktemp("bf") / "r.mrec"
     _rich_trajectory(path, n_frames=23, atoms=17)
     monkeypatch.setattr(tr, "BATCH_READ_BYTES", batch_bytes)
@@ -252,7 +254,7 @@ def test_batched_frames_refuse_at_the_frame_one_by_one_refuses(tmp_path, monkeyp
     r[i] raises there; a slice raises that error."""
     import glob
     import mrec
-    from mrec.record.trajectory import reader as tr
+    from mrec.record.trajectory import reads as tr
     path = tmp_path / "r.mrec"
     _rich_trajectory(path, n_frames=30, atoms=400)
     shard = sorted(glob.glob(str(path / "trajectory" / "atoms" / "y" / "c" / "*")))[0]

@@ -14,8 +14,11 @@ import numpy as np
 import pytest
 
 import mrec
+import mrec.repair  # noqa: F401  (mrec.repair.repair below)
 from mrec.errors import CorruptionError, RefusalError
-from mrec.record.trajectory.reader import TrajectoryReader, load_layout, open_store
+from mrec.record.trajectory.layout import load_layout
+from mrec.record.trajectory.reader import TrajectoryReader
+from mrec.record.trajectory.store import open_store
 from mrec.check.validate import validate
 from mrec.zarr.array import Array
 from mrec.zarr.stores.directory import DirectoryStore

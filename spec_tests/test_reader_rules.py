@@ -279,7 +279,7 @@ _PROBE = """
 import resource, sys, time, json
 resource.setrlimit(resource.RLIMIT_AS, ({limit} << 20, {limit} << 20))   # a 16 GiB attempt fails fast
 import numpy as np, mrec
-from mrec.validate import validate
+from mrec.check.validate import validate
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 try:
@@ -336,7 +336,7 @@ def test_the_bound_is_what_the_stored_chunks_can_hold(tmp_path, monkeypatch):
     """Not a fixed size: a read the stored chunks back reads whole (uncompressed: their bytes;
     compressed: their bytes times the codec's expansion), one beyond them by more than the fill
     allowance is refused; a small read over a huge grid visits the stored chunks only."""
-    import mrec.zarr.array as A
+    import mrec.zarr.read.plan as A
     monkeypatch.setattr(A, "MAX_FILL_BYTES", 1 << 20)
     st = DirectoryStore(tmp_path)
     from mrec.record.sections.fixed import write_fixed_array
@@ -412,7 +412,7 @@ def test_a_three_row_frame_of_an_oversized_declaration_lands_in_bounded_memory(t
                                         ("uint8", 3)])
 def test_padded_pieces_encode_what_the_pipeline_encodes(codecs, dtype, fill):
     """The pieces decode to the padded chunk, byte for byte the whole encoding except zstd's blocks."""
-    from mrec.zarr.read import padded
+    from mrec.zarr.codecs import padded
     from mrec.zarr.codecs.base import ChunkSpec
     from mrec.zarr.dtypes import DATA_TYPES
     from mrec.zarr.pipeline import CodecPipeline
@@ -439,7 +439,7 @@ def test_a_reopen_relands_an_oversized_partial_chunk_in_pieces(tmp_path, monkeyp
     """A reopen after a landing whose commit was lost re-encodes the partial chunk with the committed
     rows only (trajectory settle): in pieces too (never padded whole), and the frames read back exact.
     (Reading a row of such a chunk still decodes the whole inner chunk: docs/reliability.md.)"""
-    from mrec.zarr.array import ShardedAppender
+    from mrec.zarr.append import ShardedAppender
     path = str(tmp_path / "t.mrec")
     s = mrec.SequenceSchema()
     s.declare_block("atoms", rows=2**23)

@@ -195,9 +195,10 @@ def repack(src, out, *, profile: str = "small", overwrite: bool = False, storage
     The source is only read.  Refuses (kind) ``bad_profile``, ``exists``, ``live_writer``,
     ``bad_target``, and a URL target (``remote_read_only``).
     """
-    from ..fs.remote import is_url, refuse_remote_write
+    from ..fs.urls import is_url, refuse_remote_write
     from .pack import NewRecord
-    from ..record.trajectory.reader import TRAJ, load_layout, logical_lengths, open_store
+    from ..record.trajectory.layout import TRAJ, load_layout, logical_lengths
+    from ..record.trajectory.store import open_store
     prof = PROFILES.get(profile)
     if prof is None:
         raise RefusalError(f"profile {profile!r} is not one of {', '.join(PROFILES)}", kind="bad_profile")
@@ -305,7 +306,7 @@ def _run(args) -> int:
 
 
 def _size_of(path: str) -> int | None:
-    from ..fs.remote import is_url
+    from ..fs.urls import is_url
     if is_url(path):
         return None
     if os.path.isdir(path):

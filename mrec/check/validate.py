@@ -157,8 +157,8 @@ class _Checker:
 
     def _run(self) -> Report:
         path = self.report.path
-        from ..fs.remote import is_url
-        from ..record.trajectory.reader import open_store
+        from ..fs.urls import is_url
+        from ..record.trajectory.store import open_store
         remote = is_url(path)       # a URL opens read-only through mrec.fs.remote
         packed = path.endswith(".zip") if remote else os.path.isfile(path)
         if packed and not remote:
@@ -456,7 +456,7 @@ class _Checker:
 
     def logical_rows(self, sections: dict) -> dict[str, int]:
         """Array path -> rows within the logical length (trajectory arrays only)."""
-        from ..record.trajectory.reader import logical_lengths
+        from ..record.trajectory.layout import logical_lengths
         reader = sections.get("trajectory")
         return {} if reader is None else logical_lengths(reader.layout)
 

@@ -32,7 +32,7 @@ from ...zarr.array import Array, read_node
 from ...zarr.codecs.base import ChunkSpec
 from ...zarr.codecs.sharding import EMPTY
 from ...zarr.metadata import ArrayMetadata
-from .reader import TRAJ, load_layout
+from .layout import TRAJ, load_layout
 
 
 @dataclass

@@ -25,10 +25,9 @@ import numpy as np
 from ...errors import RefusalError
 from ...zarr.array import meta_key
 from ...zarr.metadata import GroupMetadata, json_dumps
+from .layout import TRAJ
 
 __all__ = ["check_step", "frames_up_to", "lower_commit"]
-
-TRAJ = "trajectory"
 
 
 def check_step(step) -> int:

@@ -64,7 +64,7 @@ def _ordinals_of_rows(runs: list[tuple[int, int]], per_frame: int) -> list[np.nd
 
 def walk_ordinals(layout) -> np.ndarray:
     """The sorted frame ordinals a deep walk of ``layout`` (a trajectory's
-    :class:`~mrec.record.trajectory.reader.Layout`) resolves: see the module docstring."""
+    :class:`~mrec.record.trajectory.layout.Layout`) resolves: see the module docstring."""
     n = layout.nstep
     if n == 0:
         return np.zeros(0, dtype=np.int64)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 
 import mrec
@@ -12,8 +11,8 @@ from mrec.fs.faulty import CrashSimulator, recording_fs
 
 from .checks import Checker, expected_frames, model_text, print_violations, process_states
 from .overwrite import run_nested_overwrite, run_overwrite
-from .plans import Plan, plans, schema
-from .recording import commit_points, last_before, next_op, recorded, scratch_dir
+from .plans import Plan, chosen, plans, schema
+from .recording import commit_points, last_before, next_op, recorded, scratch
 
 
 def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int | None = None,
@@ -22,11 +21,8 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
     counts = {"process": 0, "power": 0, "temp": 0}
     distinct = 0
     violations: list[str] = []
-    work = scratch_dir("mrec-crashcheck-")
-    try:
-        for plan in plans(quick):
-            if only and plan.name not in only:
-                continue
+    with scratch("mrec-crashcheck-") as work:
+        for plan in chosen(plans(quick), only):
             ops, root, frames, sim, (published, durable) = recorded(plan, work, writer_durable, pipeline)
             want = expected_frames(frames)
             check = Checker(want)
@@ -60,8 +56,6 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
             counts["ow-process"], counts["ow-power"] = ow["process"], ow["power"]
         if not only or "nested-overwrite" in only:
             run_nested_overwrite(work, seeds, ordered, limit_cuts, violations, verbose)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     model = model_text(ordered, writer_durable)
     print(f"crashcheck: process-crash states {counts['process']}, power-loss states {counts['power']} "
           f"[{model}, {seeds} sampled seeds + 2 extremes per cut], {distinct} distinct, "
@@ -80,8 +74,7 @@ def run_truncation(seeds: int, ordered: bool, verbose: bool) -> int:
     t0 = time.time()
     counts = {"process": 0, "power": 0}
     violations: list[str] = []
-    work = tempfile.mkdtemp(prefix="mrec-crashcheck-trunc-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    try:
+    with scratch("mrec-crashcheck-trunc-") as work:
         plan = Plan("truncation", 21, 10, flush_every=3, explicit_every=4, box_every=3, irregular_from=6)
         fs = recording_fs()
         root = os.path.join(work, "rec.mrec")
@@ -120,8 +113,6 @@ def run_truncation(seeds: int, ordered: bool, verbose: bool) -> int:
                     violations.append(f"[power] truncation cut {cut}/{len(ops)} ({next_op(ops, cut)}) seed {seed}: {bad}")
         if verbose:
             print(f"  truncation: {len(ops) - start} ops cut, {old} -> {keep} frames", flush=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     print(f"crashcheck truncation: process-crash states {counts['process']}, power-loss states {counts['power']} "
           f"[{'ordered metadata' if ordered else 'strict'}], {check.distinct} distinct, violations {len(violations)}, "
           f"{time.time() - t0:.1f} s")

@@ -11,8 +11,8 @@ import mrec
 from mrec.fs.faulty import FaultyFileSystem
 
 from .checks import check_state, expected_frames, guarded, print_violations
-from .plans import Plan, plans, schema
-from .recording import scratch_dir
+from .plans import Plan, chosen, plans, schema
+from .recording import scratch
 
 
 def replay_with_fault(plan: Plan, root: str, fs: FaultyFileSystem, durable=True):
@@ -84,11 +84,8 @@ def run_faults(quick: bool, verbose: bool, limit_cuts: int | None = None, only=N
     t0 = time.time()
     counts: dict[str, int] = {}
     violations: list[str] = []
-    work = scratch_dir("mrec-faultcheck-")
-    try:
-        for plan in plans(quick):
-            if only and plan.name not in only:
-                continue
+    with scratch("mrec-faultcheck-") as work:
+        for plan in chosen(plans(quick), only):
             for durable in (True, False):
                 probe = FaultyFileSystem()
                 probe.arm(None)
@@ -115,8 +112,6 @@ def run_faults(quick: bool, verbose: bool, limit_cuts: int | None = None, only=N
         if tmpfs:
             t = full_disk_runs(work, quick, violations)
             counts.update(t)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     total = sum(counts.values())
     detail = ", ".join(f"{k} {v}" for k, v in counts.items())
     print(f"crashcheck --faults: {total} failing-write sessions ({detail}), violations {len(violations)}, "

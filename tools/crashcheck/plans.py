@@ -109,6 +109,11 @@ def plans(quick: bool) -> list[Plan]:
     ]
 
 
+def chosen(candidates: list[Plan], only: list[str] | None) -> list[Plan]:
+    """The plans ``--plan`` names (every one without it)."""
+    return [p for p in candidates if not only or p.name in only]
+
+
 # -- large frames (--reopen) ---------------------------------------------------------------
 
 LARGE_COL_ROWS = 2048     # 1-d f64, 16 KiB a frame: one inner chunk a frame (extents.COLUMN_CHUNK_TARGET)

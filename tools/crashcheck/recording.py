@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import mrec
 from mrec.fs.faulty import CrashSimulator, recording_fs
@@ -133,6 +136,11 @@ def next_op(ops, cut):
     return f"next {op.kind} {os.path.basename(os.path.dirname(op.path))}/{os.path.basename(op.path)}"
 
 
-def scratch_dir(prefix: str) -> str:
-    """A scratch directory, in memory when the machine has one."""
-    return tempfile.mkdtemp(prefix=prefix, dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+@contextmanager
+def scratch(prefix: str) -> Iterator[str]:
+    """A scratch directory, in memory when the machine has one, removed when the block ends."""
+    work = tempfile.mkdtemp(prefix=prefix, dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -16,9 +16,9 @@ import mrec
 from mrec.fs.faulty import CrashSimulator, recording_fs
 
 from .checks import Checker, classify, compare, expected_frames, model_text, print_violations, process_states
-from .plans import LargePlan, Plan, reopen_plans
+from .plans import LargePlan, Plan, chosen, reopen_plans
 from .recording import (PAGE, commit_points, durable_tree_ops, last_before, materialise_torn, next_op, recorded,
-                        scratch_dir, torn_prefixes)
+                        scratch, torn_prefixes)
 
 
 def session1_states(ops, published, durable, n: int | None) -> list[tuple]:
@@ -179,12 +179,9 @@ def run_reopen(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts
     sessions = {"s1": 0, "append": 0, "truncate": 0}
     distinct = 0
     violations: list[str] = []
-    work = scratch_dir("mrec-crashcheck-reopen-")
     count = 3 if quick else 6
-    try:
-        for plan in reopen_plans(quick):
-            if only and plan.name not in only:
-                continue
+    with scratch("mrec-crashcheck-reopen-") as work:
+        for plan in chosen(reopen_plans(quick), only):
             ops1, root1, frames1, sim1, (published1, durable1) = recorded(plan, work, writer_durable, pipeline)
             check1 = Checker(expected_frames(frames1), plan.extra_frame)
             large = isinstance(plan, LargePlan)
@@ -220,8 +217,6 @@ def run_reopen(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts
             if verbose:
                 print(f"  {plan.name}: {len(ops1)} ops, {len(frames1)} frames, {len(states)} session-1 states: "
                       + "; ".join(st[0] for st in states), flush=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     model = model_text(ordered, writer_durable)
     print(f"crashcheck --reopen: session-1 states {sessions['s1']}, second sessions {sessions['append']} appending "
           f"+ {sessions['truncate']} truncating; their process-crash states {counts['process']}, torn-write states "

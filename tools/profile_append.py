@@ -35,12 +35,14 @@ from tools.bench.workloads import schema, synthetic  # noqa: E402
 
 import mrec  # noqa: E402
 from mrec.record.trajectory import land as trajectory_land  # noqa: E402
+from mrec.record.trajectory.buffer import RowBuffer  # noqa: E402
+from mrec.record.trajectory.plan import FramePlanner  # noqa: E402
 from mrec.zarr import array as zarr_array  # noqa: E402
 from mrec.zarr.stores import directory as zarr_store  # noqa: E402
 
 STAGES = [  # (owner, attribute, label): timed by wrapping the attribute
-    (mrec.TrajectoryWriter, "_plan_run", "plan (validate, round, change-detect)"),
-    (mrec.TrajectoryWriter, "_apply_run", "buffer (apply the plan, append rows)"),
+    (FramePlanner, "plan_run", "plan (validate, round, change-detect)"),
+    (RowBuffer, "apply_run", "buffer (apply the plan, append rows)"),
     (mrec.TrajectoryWriter, "_commit", "commit (automatic flushes), of which"),
     (zarr_array.ShardedAppender, "land", "  land: encode, pwrite"),
     (zarr_array, "encode_all", "    encode (shuffle, zstd, crc32c)"),

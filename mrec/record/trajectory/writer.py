@@ -76,6 +76,7 @@ class TrajectoryWriter:
         self.guard = start.guard           # the sticky failure and the lock
         self.planner = start.planner
         self.buffer = start.buffer
+        self.blocks = start.buffer.blocks  # the buffer's block states, read by the writer's repr only
         self.lander = start.lander
         self.committer = start.committer
         self.removed_temps = start.removed_temps
@@ -114,11 +115,6 @@ class TrajectoryWriter:
     def committed(self) -> int:
         """The frames the last commit marker holds."""
         return self.committer.committed
-
-    @property
-    def blocks(self) -> dict:
-        """The buffer's block states (read-only: the writer's ``repr``)."""
-        return self.buffer.blocks
 
     # -- append ---------------------------------------------------------------------------------
     def append(self, frame, step=None, time=None) -> None:

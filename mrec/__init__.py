@@ -12,7 +12,7 @@ from .api import (ABSENT, Box, ForceField, Frame, Group, Metrics, MetricSeries, 
                   TrajectoryReader, TrajectoryWriter, pack, read_frame, read_group, read_record, sections, unpack,
                   write_frame, write_record, write_section)
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = ["MrecError", "RefusalError", "MetadataError", "UnsupportedError", "CorruptionError",
            "StoreError", "WriteError", "ZipFormatError", "StandInWarning", "RangesIgnoredWarning",

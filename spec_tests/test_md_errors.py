@@ -23,7 +23,7 @@ from mrec.md.convert import convert
 ase = pytest.importorskip("ase")
 import ase.io  # noqa: E402
 mda = pytest.importorskip("MDAnalysis")
-import mrec.md.mdanalysis  # noqa: E402,F401
+import mrec.mdanalysis  # noqa: E402,F401 - the public path: registers the MREC format
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

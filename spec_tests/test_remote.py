@@ -23,7 +23,8 @@ from mrec import TrajectoryReader, TrajectoryWriter, read_frame, read_record, se
 from mrec import pack
 from mrec.errors import MrecError, RefusalError, StoreError
 from mrec.check.fixtures import describe
-from mrec.fs.remote import RemoteFileSystem, require
+from mrec.fs.remote import RemoteFileSystem
+from mrec.fs.urls import require
 from mrec.archive.repack import repack
 from mrec.check.repair import repair
 from mrec.check.validate import validate

@@ -194,7 +194,7 @@ def test_per_protocol_sections_go_to_their_protocol_only(stdlib, s3, monkeypatch
 
 
 def test_options_for_selects_the_section_of_the_url_scheme():
-    from mrec.fs.remote import options_for
+    from mrec.fs.urls import options_for
     opts = {"s3": {"anon": True}, "http": {"headers": {"a": "1"}}, "https": {"headers": {"b": "2"}},
             "read_timeout": 3}
     assert options_for("s3://b/x.mrec.zip", opts) == {"anon": True, "read_timeout": 3}
@@ -267,7 +267,7 @@ def _md_writers(url: str) -> dict:
     try:
         import MDAnalysis as mda
 
-        import mrec.md.mdanalysis  # noqa: F401
+        import mrec.mdanalysis  # noqa: F401
         out["mda.Writer"] = lambda: mda.Writer(url, n_atoms=3)
         out["mda.Writer .zip"] = lambda: mda.Writer(url + ".zip", n_atoms=3, format="MREC")
         out["MRECWriter"] = lambda: mrec.mdanalysis.MRECWriter(url, 3)

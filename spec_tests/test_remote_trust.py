@@ -272,7 +272,7 @@ def test_an_endless_listing_page_or_metadata_object_is_bounded(http, what, where
 # -- 4. timeouts of mrec's own --------------------------------------------------------------------------------
 
 def test_default_timeouts_and_overrides():
-    from mrec.fs.remote import CONNECT_TIMEOUT, READ_TIMEOUT
+    from mrec.fs.urls import CONNECT_TIMEOUT, READ_TIMEOUT
     fs = RemoteFileSystem("http://127.0.0.1:9/x.mrec.zip")
     assert (fs.connect_timeout, fs.read_timeout) == (CONNECT_TIMEOUT, READ_TIMEOUT)
     assert 0 < CONNECT_TIMEOUT <= 30 and 0 < READ_TIMEOUT <= 60

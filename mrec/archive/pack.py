@@ -35,7 +35,7 @@ from typing import Callable
 
 from ..errors import CorruptionError, RefusalError, StoreError, ZipFormatError, path_refusal
 from ..fs import DEFAULT_FS, FileSystem, refuse_link, remove_tree
-from ..fs.remote import is_url, refuses_urls
+from ..fs.urls import is_url, refuses_urls
 from ..fs.posix import TEMP_MARK
 from ..zarr.stores.zip_format import parent_keys
 from ..zarr.stores.zip_read import ZipStore
@@ -277,7 +277,7 @@ def pack(path: str | os.PathLike, *, keep: bool = False, fs: FileSystem | None =
     sweep_siblings(fs, root, directory=True)   # sources killed packs left renamed aside (_remove_source)
     held = _lock(fs, root, keep)         # held until the source is gone: one pack, no writer meanwhile
     if is_url(out):                      # stream the archive up (mrec.archive.upload); returns the URL
-        from ..fs.remote import resolve_options
+        from ..fs.urls import resolve_options
         from .upload import pack_to_url
         try:
             plan = _plan(fs, root, None, True)        # the local checks; the target is the URL

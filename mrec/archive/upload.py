@@ -74,7 +74,8 @@ class _StreamingZipWriter(ZipWriter):
 def pack_to_url(plan, url: str, *, storage_options=None, keep: bool = False, meter=None,
                 zip64_threshold: int = 0xFFFFFFFF, fs=None) -> str:
     """Stream the planned archive to ``url``; verify it there; remove the source unless ``keep``."""
-    from ..fs.remote import OWN_OPTIONS, RemoteFileSystem, options_for, require
+    from ..fs.remote import RemoteFileSystem
+    from ..fs.urls import OWN_OPTIONS, options_for, require
     fsspec = require("fsspec", "remote")
     fs = fs if fs is not None else DEFAULT_FS
     if not url.endswith(".zip"):

@@ -28,7 +28,7 @@ import sys
 from ..errors import MrecError, StoreError
 from ..record.integrity.leftovers import link_refusal, prepare_for_writing, scan
 from ..fs import DEFAULT_FS, refuse_link
-from ..fs.remote import refuses_urls
+from ..fs.urls import refuses_urls
 from ..record.integrity.lock import lock_store
 from ..record.integrity.replace import interrupted, names, recover, recover_within
 from ..record.trajectory.repair import RepairReport, ShardRepair, repair_store

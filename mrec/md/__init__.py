@@ -3,6 +3,9 @@
 * :mod:`mrec.md.text` -- extxyz / xyz / pdb text of mrec frames (no extra needed; ``mrec cat``);
 * :mod:`mrec.md.atoms` -- the per-atom view of a frame (positions, species, residues, ...);
 * :mod:`mrec.md.convert` -- ``mrec convert``: trajectories in and out through MDAnalysis or ASE;
+* :mod:`mrec.md.options`, :mod:`mrec.md.result`, :mod:`mrec.md.units`, :mod:`mrec.md.columns`,
+  :mod:`mrec.md.topology` -- what ``convert`` shares with the plugins and the LAMMPS reader (paths and
+  frame selections, the result and creator, units, the ``atoms`` block, the topology);
 * :mod:`mrec.md.mdanalysis` (imported as ``mrec.mdanalysis``) -- an MDAnalysis Reader / topology parser / Writer for ``.mrec``;
 * :mod:`mrec.md.ase_io` (``mrec.ase_io``, the entry point) -- ASE's io format plugin;
 * :mod:`mrec.md.live` -- records written live by a running simulation:

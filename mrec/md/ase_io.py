@@ -63,7 +63,7 @@ def _units(rec) -> dict | None:
 def _selection(index, n: int):
     """The image ordinals ``index`` selects of ``n`` (ASE's index: None, N, "START:STOP[:STEP]",
     a slice); a malformed one is a ``bad_frames`` refusal."""
-    from .convert import is_index, valid_slice
+    from .options import is_index, valid_slice
     if index is None:
         return [n - 1] if n else []
     shown = index
@@ -88,7 +88,7 @@ def read_mrec(filename, index=None):
     require("ase")
     ase_units = require("ase.units")
     from .ase_map import atoms_of
-    from .convert import record_units
+    from .units import record_units
     from ..record.whole import read_record
     with read_record(os.fspath(filename)) as rec:
         lf, tf = record_units(rec)
@@ -122,7 +122,9 @@ def write_mrec(filename, images, precision: float | None = None, profile: str = 
     ``compression`` says otherwise (``None`` / ``"none"``: uncompressed), the number of images as the
     size hint."""
     from ase import Atoms
-    from .convert import _creator, is_mrec_path, write_ase_images
+    from .convert import write_ase_images
+    from .options import is_mrec_path
+    from .result import creator
     from .sizing import finish_record, md_compression
     from ..archive.pack import NewRecord
     path = os.fspath(filename)
@@ -138,7 +140,7 @@ def write_mrec(filename, images, precision: float | None = None, profile: str = 
     live = target.start()
     try:
         write_ase_images(live, images, precision=precision, profile=profile,
-                         compression=md_compression(compression, profile), meta=_creator())
+                         compression=md_compression(compression, profile), meta=creator())
     except BaseException:
         target.abort()
         raise

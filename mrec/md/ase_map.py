@@ -172,14 +172,14 @@ def image_frame(atoms, ase_units, k: int = 0) -> Image:
     from ase import Atoms
     from ase.io.extxyz import per_atom_properties
     from ..record.model.box import Box
-    from .convert import _xyz_cols
+    from .columns import xyz_cols
     if not isinstance(atoms, Atoms):
         raise RefusalError(f"image {k} is a {type(atoms).__name__}, not an ase.Atoms", kind="bad_frame")
     n = len(atoms)
-    cols = _xyz_cols("", atoms.get_positions())
+    cols = xyz_cols("", atoms.get_positions())
     cols["element"] = np.array(atoms.get_chemical_symbols(), dtype=object)
     if atoms.has("momenta"):
-        cols.update(_xyz_cols("v", atoms.get_velocities() * (1000.0 * ase_units.fs)))   # Å/ASE time -> Å/ps
+        cols.update(xyz_cols("v", atoms.get_velocities() * (1000.0 * ase_units.fs)))   # Å/ASE time -> Å/ps
     for array, col in _ARRAY_COLUMNS.items():
         if atoms.has(array):
             cols[col] = _column(array, atoms.arrays[array], n, k)
@@ -193,7 +193,7 @@ def image_frame(atoms, ase_units, k: int = 0) -> Image:
     for key, v in (getattr(calc, "results", {}) if calc is not None else {}).items():
         img.results.append(key)
         if key == "forces":
-            cols.update(_xyz_cols("f", v))
+            cols.update(xyz_cols("f", v))
         elif key in per_atom_properties:
             if key in cols:
                 raise _refuse(k, f"the result {key!r} and a per-atom array of that name: rename the array")

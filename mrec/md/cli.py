@@ -51,7 +51,9 @@ def add_convert_command(sub) -> argparse.ArgumentParser:
 
 def run_convert(args) -> int:
     from ..errors import RefusalError
-    from .convert import OVERWRITE_HINT, convert, result_json, result_text
+    from .convert import convert
+    from .options import OVERWRITE_HINT
+    from .result import result_json, result_text
     from .progress import FrameBar
     with FrameBar("convert", None, enabled=args.progress) as bar:
         try:

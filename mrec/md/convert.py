@@ -25,115 +25,27 @@ naming the first frame where it does.
 """
 from __future__ import annotations
 
-import json
 import os
 import time as _time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from ..errors import MrecError, RefusalError, StoreError
 from . import require
+from .columns import box_of_dimensions, schema_atoms, xyz_cols
 from .foreign import check_xyz_headers, library_frames, reading
+from .options import frame_slice, is_mrec_path, refuse_existing
+from .result import ConvertResult, creator
+from .topology import topology_system
+from .units import ASE_UNITS, MDA_UNITS, record_units
 
-__all__ = ["convert", "ConvertResult", "is_mrec_path", "ASE_SUFFIXES", "TEXT_OUT"]
+__all__ = ["convert", "ASE_SUFFIXES", "TEXT_OUT", "write_ase_images"]
 
 #: sources read through ASE (everything else goes through MDAnalysis)
 ASE_SUFFIXES = (".extxyz", ".xyz", ".traj")
 #: outputs written by mrec's own text writers
 TEXT_OUT = (".extxyz", ".xyz", ".pdb")
-
-MDA_UNITS = {"length": "angstrom", "time": "ps", "velocity": "angstrom/ps", "force": "kJ/(mol*angstrom)",
-             "energy": "kJ/mol", "mass": "amu", "charge": "e"}
-ASE_UNITS = {"length": "angstrom", "time": "ps", "velocity": "angstrom/ps", "force": "eV/angstrom",
-             "energy": "eV", "stress": "eV/angstrom**3", "mass": "amu", "charge": "e"}
-_LENGTH = {"angstrom": 1.0, "a": 1.0, "å": 1.0, "nm": 10.0, "nanometer": 10.0, "pm": 0.01, "bohr": 0.529177210903}
-_TIME = {"ps": 1.0, "picosecond": 1.0, "fs": 1e-3, "femtosecond": 1e-3, "ns": 1e3, "nanosecond": 1e3}
-
-
-def is_mrec_path(path: str) -> bool:
-    p = os.fspath(path).rstrip("/")
-    return p.endswith(".mrec") or p.endswith(".mrec.zip")
-
-
-@dataclass
-class ConvertResult:
-    source: str
-    output: str
-    frames: int = 0
-    atoms: int | list[int] = 0
-    seconds: float = 0.0
-    reader: str = ""
-    precision: float | None = None
-    fields: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        out = dict(vars(self))
-        out["bytes"] = _size(self.output)
-        out["frames_per_second"] = round(self.frames / self.seconds, 2) if self.seconds > 0 else None
-        return out
-
-
-def _size(path: str) -> int:
-    if os.path.isdir(path):
-        return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
-    return os.path.getsize(path) if os.path.exists(path) else 0
-
-
-def _bad_frames(frames, why: str) -> RefusalError:
-    return RefusalError(f"frames {frames!r} {why}", kind="bad_frames")
-
-
-def _slice(frames) -> slice:
-    """A frame selection as a slice of integers with a non-zero step, or a ``bad_frames`` refusal."""
-    if frames is None:
-        return slice(None)
-    shown = frames
-    if isinstance(frames, str):
-        try:
-            parts = [int(p) if p.strip() else None for p in frames.split(":")]
-        except ValueError:
-            raise _bad_frames(frames, "is not START:STOP[:STEP] of integers") from None
-        if not 1 <= len(parts) <= 3:
-            raise _bad_frames(frames, "is not START:STOP[:STEP]")
-        if len(parts) == 1 and parts[0] is not None:
-            return slice(parts[0], None if parts[0] == -1 else parts[0] + 1)
-        frames = slice(*parts)
-    if not isinstance(frames, slice):
-        raise _bad_frames(frames, "is not a slice or START:STOP[:STEP]")
-    return valid_slice(frames, shown)
-
-
-def is_index(v) -> bool:
-    """An integer usable as a frame index (not a bool)."""
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
-def valid_slice(sel: slice, shown=None) -> slice:
-    """``sel`` if its bounds are integers or None and its step is not 0, else a ``bad_frames``
-    refusal showing ``shown`` (the selection as the caller gave it)."""
-    shown = sel if shown is None else shown
-    if not all(v is None or is_index(v) for v in (sel.start, sel.stop, sel.step)):
-        raise _bad_frames(shown, "has a bound that is not an integer")
-    if sel.step == 0:
-        raise _bad_frames(shown, "has step 0")
-    return sel
-
-
-#: how a Python caller replaces an existing output (``mrec convert`` says ``--overwrite``)
-OVERWRITE_HINT = "pass overwrite=True"
-
-
-def _refuse_existing(out: str, overwrite: bool) -> None:
-    """A link at ``out`` is refused (kind ``bad_target``: nothing it leads to is replaced), an existing
-    ``out`` unless ``overwrite``."""
-    from ..fs import DEFAULT_FS, refuse_link
-    refuse_link(DEFAULT_FS, out, "convert into")
-    if os.path.lexists(out) and not overwrite:
-        raise RefusalError(f"{out} already exists ({OVERWRITE_HINT} to replace it)", path=out, kind="exists")
 
 
 def _partial(out: str):
@@ -167,13 +79,13 @@ def convert(src, out, *, top=None, frames=None, select: str | None = None, preci
     """
     from .parts import source_list
     srcs, out = source_list(src), os.fspath(out)
-    from ..fs.remote import is_url, refuse_remote_write
+    from ..fs.urls import is_url, refuse_remote_write
     if is_url(out):
         raise refuse_remote_write(out, "convert into")
     for s in srcs:
         if not is_url(s) and not os.path.exists(s):
             raise MrecError("no such file or directory", path=s)
-    sel = _slice(frames)
+    sel = frame_slice(frames)
     t0 = _time.monotonic()
     with _progress_bar(progress) as bar:
         if is_mrec_path(srcs[0]) and not is_mrec_path(out):
@@ -219,7 +131,7 @@ def _into_mrec(srcs: list[str], out: str, *, top, sel, select, precision, profil
         raise RefusalError("several inputs and --select are for MDAnalysis sources (an extxyz / ASE .traj / "
                            "LAMMPS dump is converted alone, whole)", path=src, kind="bad_argument")
     compression = md_compression(compression, profile)
-    _refuse_existing(out, overwrite)
+    refuse_existing(out, overwrite)
     # written in a temporary sibling of this run's own, moved or packed into place when complete:
     # a failed or interrupted conversion leaves no half record and keeps what --overwrite replaces
     from ..archive.pack import NewRecord
@@ -243,37 +155,6 @@ def _into_mrec(srcs: list[str], out: str, *, top, sel, select, precision, profil
 
 # -- into mrec ------------------------------------------------------------------------------------
 
-def _creator() -> dict:
-    from .. import __version__
-    return {"creator": {"name": "mrec convert", "version": __version__}}
-
-
-def _topology_system(u, skipped: list, relations: bool = True) -> tuple[dict, list[str]]:
-    """system blocks from the topology attributes of an MDAnalysis Universe or AtomGroup (with
-    ``relations``, the bonds, angles and dihedrals lying wholly inside it, renumbered to it)."""
-    from .topology import atom_columns
-    atoms = u.atoms
-    cols = atom_columns(atoms, skipped)
-    blocks = {"atoms": cols} if cols else {}
-    counts = {"atoms": len(atoms)}
-    for attr, name, ends in (("bonds", "bonds", "ij"), ("angles", "angles", "ijk"), ("dihedrals", "dihedrals", "ijkl"),
-                             ("impropers", "impropers", "ijkl"), ("cmaps", "cmaps", "ijklm")):
-        if not relations:
-            break
-        try:
-            group = getattr(atoms, attr)
-        except (AttributeError, Exception):   # noqa: BLE001 - MDAnalysis raises NoDataError when absent
-            continue
-        from .parts import local_relations
-        idx = local_relations(atoms, group.indices) if len(group) else ()
-        if len(idx) == 0:
-            continue
-        blocks[name] = {f"atom{e}": idx[:, k] for k, e in enumerate(ends)}
-        counts[name] = len(idx)
-    if not blocks:
-        blocks = {"atoms": {}}
-    return {"blocks": blocks, "counts": counts}, sorted(c for c in cols)
-
 
 def _xtc_resolution(reader) -> float | None:
     """The grid of an XTC in Å (10 / precision, MDAnalysis converts nm to Å), or None."""
@@ -287,16 +168,6 @@ def _xtc_resolution(reader) -> float | None:
     with XTCFile(reader.filename) as f:
         prec = float(f.read().prec)
     return 10.0 / prec if prec > 0 else None
-
-
-def _box_of_dimensions(dims):
-    from ..record.model.box import Box
-    if dims is None:
-        return None
-    d = np.asarray(dims, dtype=np.float64)
-    if d.shape != (6,) or not np.all(np.isfinite(d)) or not np.all(d[:3] > 0) or not np.all(d[3:] > 0):
-        return None
-    return Box.from_dimensions(*d.tolist())
 
 
 def _scalar(v) -> float | None:
@@ -313,23 +184,6 @@ def _scalar(v) -> float | None:
 def _energy_keys(data: dict) -> list[str]:
     """The timestep data keys holding one energy per frame (``*energ*``)."""
     return [k for k, v in data.items() if "energ" in k.lower() and _scalar(v) is not None]
-
-
-def _schema_atoms(n: int | None, precision: float | None, vel: bool, frc: bool, extra: dict | None = None):
-    from ..record.model.schema import SequenceSchema
-    s = SequenceSchema()
-    s.declare_block("atoms", rows=n)
-    for c in "xyz":
-        s.declare_column("atoms", c, "f64", precision=precision)
-    if vel:
-        for c in ("vx", "vy", "vz"):
-            s.declare_column("atoms", c, "f64")
-    if frc:
-        for c in ("fx", "fy", "fz"):
-            s.declare_column("atoms", c, "f64")
-    for c, dt in (extra or {}).items():
-        s.declare_column("atoms", c, dt)
-    return s
 
 
 def _mda_universe(src: str, top, fmt):
@@ -362,19 +216,19 @@ def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progr
             precision = _xtc_resolution(traj)
     res.precision = precision
     ag = select_atoms(u, select, src)
-    system, topo_cols = _topology_system(u if select is None else ag, res.skipped)
+    system, topo_cols = topology_system(u if select is None else ag, res.skipped)
     system["meta"] = {"units": MDA_UNITS}
     ts0 = traj.ts
     vel, frc = bool(ts0.has_velocities), bool(ts0.has_forces)
     energies = _energy_keys(ts0.data)
-    schema = _schema_atoms(len(ag), precision, vel, frc)
+    schema = schema_atoms(len(ag), precision, vel, frc)
     for k in energies:
         schema.declare_meta(k, "f64")
     res.fields = ["x y z"] + (["vx vy vz"] if vel else []) + (["fx fy fz"] if frc else []) + \
         ["box", "step", "time"] + energies + [f"system/atoms/{c}" for c in topo_cols] + \
         [f"system/{b}" for b in system["blocks"] if b != "atoms"]
     names = [os.path.basename(p) for p in parts]
-    meta = {**_creator(), "converted_from": {"path": names[0] if len(names) == 1 else names,
+    meta = {**creator(), "converted_from": {"path": names[0] if len(names) == 1 else names,
                                              "format": type(traj).format if isinstance(type(traj).format, str)
                                              else str(type(traj).format),
                                              "topology": os.path.basename(top) if top else None,
@@ -390,13 +244,13 @@ def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progr
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for ts, step, time in frames:
-                cols = _xyz_cols("", ag.positions)
+                cols = xyz_cols("", ag.positions)
                 if vel:
-                    cols.update(_xyz_cols("v", ag.velocities))
+                    cols.update(xyz_cols("v", ag.velocities))
                 if frc:
-                    cols.update(_xyz_cols("f", ag.forces))
+                    cols.update(xyz_cols("f", ag.forces))
                 frame: dict = {"blocks": {"atoms": cols}}
-                box = _box_of_dimensions(ts.dimensions)
+                box = box_of_dimensions(ts.dimensions)
                 if box is not None:
                     frame["box"] = box
                 if energies:
@@ -409,12 +263,6 @@ def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progr
     res.frames = n
     res.atoms = len(ag)
     return res
-
-
-def _xyz_cols(prefix: str, a) -> dict:
-    a = np.asarray(a, dtype=np.float64)
-    return {f"{prefix}x": np.ascontiguousarray(a[:, 0]), f"{prefix}y": np.ascontiguousarray(a[:, 1]),
-            f"{prefix}z": np.ascontiguousarray(a[:, 2])}
 
 
 def _import_ase(src, live, sel, precision, profile, compression, progress) -> ConvertResult:
@@ -435,7 +283,7 @@ def _import_ase(src, live, sel, precision, profile, compression, progress) -> Co
         yield first
         yield from it
 
-    meta = {**_creator(), "converted_from": {"path": os.path.basename(src), "format": "ASE"}}
+    meta = {**creator(), "converted_from": {"path": os.path.basename(src), "format": "ASE"}}
     counts, res.fields = write_ase_images(live, images(), precision=precision, profile=profile,
                                           compression=compression, progress=progress, meta=meta, label=src,
                                           expected_frames=expected)
@@ -480,7 +328,7 @@ def write_ase_images(live: str, images, *, precision=None, profile="reference", 
     s = SequenceSchema()
     declare(s, img0, precision)
     fields = sorted(img0.columns) + sorted(img0.meta_tags) + (["box"] if "box" in img0.frame else [])
-    meta = dict(meta or _creator())
+    meta = dict(meta or creator())
     meta["modules"] = {**meta.get("modules", {}), MODULE: module_doc(img0)}
     counts: list[int] = []
     last_step: list[int] = []
@@ -525,31 +373,13 @@ def _set_root_units(live: str, units: dict) -> None:
 
 # -- out of mrec ------------------------------------------------------------------------------------
 
-def record_units(rec) -> tuple[float, float]:
-    """(length factor to Å, time factor to ps) of a record, from the system meta or meta ``units``."""
-    units = None
-    if rec.system is not None:
-        units = rec.system.meta.get("units")
-    if units is None:
-        units = rec.meta.get("units")
-    if isinstance(units, str):
-        units = {"preset": units}
-    if not isinstance(units, dict):
-        return 1.0, 1.0
-    lf = _LENGTH.get(str(units.get("length", "angstrom")).lower())
-    tf = _TIME.get(str(units.get("time", "ps")).lower())
-    if lf is None or tf is None:
-        raise MrecError(f"the record states units {units}: mrec convert knows lengths {sorted(_LENGTH)} "
-                        f"and times {sorted(_TIME)}")
-    return lf, tf
-
 
 def _export(src, out, sel, *, overwrite, progress, type_map=None) -> ConvertResult:
     from ..record.whole import read_record
     from .atoms import atoms_view
     from .lammps import named_species, parse_type_map
     type_map = parse_type_map(type_map)
-    _refuse_existing(out, overwrite)
+    refuse_existing(out, overwrite)
     if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
         raise StoreError("cannot create it: the folder it goes in does not exist", path=out)
     res = ConvertResult(src, out)
@@ -643,13 +473,3 @@ def _export_mda(src, idx, tmp, out, progress, res) -> list[int]:
     return counts
 
 
-def result_text(res: ConvertResult) -> str:
-    atoms = res.atoms if isinstance(res.atoms, int) else f"{min(res.atoms)}..{max(res.atoms)} (changing)"
-    prec = f", positions at precision {res.precision:g} Å" if res.precision else ""
-    rate = f" ({res.frames / res.seconds:.1f} frames/s)" if res.seconds > 0 else ""
-    skipped = f"; skipped {', '.join(res.skipped)}" if res.skipped else ""
-    return f"{res.source} -> {res.output}: {res.frames} frames, {atoms} atoms{prec}, {res.seconds:.2f} s{rate}{skipped}"
-
-
-def result_json(res: ConvertResult) -> str:
-    return json.dumps(res.to_json(), indent=2, default=str)

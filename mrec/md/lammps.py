@@ -324,7 +324,7 @@ def _topology(top: str, counts: list[int], skipped: list[str]):
     """(system section or None, type -> mass of the topology) of a topology file read by MDAnalysis."""
     import warnings
     from . import require
-    from .convert import _topology_system
+    from .topology import topology_system
     from .foreign import reading
     mda = require("MDAnalysis")
     with warnings.catch_warnings(), reading(top, "MDAnalysis cannot read it"):
@@ -338,7 +338,7 @@ def _topology(top: str, counts: list[int], skipped: list[str]):
         skipped.append(f"system (the dump's atom counts {sorted(set(counts))[:4]} differ from the topology's "
                        f"{len(u.atoms)}: its masses name the elements only)")
         return None, masses
-    system, _ = _topology_system(u, skipped)
+    system, _ = topology_system(u, skipped)
     return system, masses
 
 
@@ -377,7 +377,7 @@ def import_dump(src: str, live: str, *, top, sel: slice, precision, profile, com
     from ..errors import MrecError
     from ..record.whole import write_record
     from ..record.trajectory.writer import TrajectoryWriter
-    from .convert import ConvertResult, _creator
+    from .result import ConvertResult, creator
     from .sizing import frames_hint
     res = ConvertResult(src, live, reader="mrec LAMMPS dump reader", precision=precision)
     index = scan_dump(src)
@@ -399,7 +399,7 @@ def import_dump(src: str, live: str, *, top, sel: slice, precision, profile, com
         res.skipped.append(f"element (type {', '.join(species.unresolved)}: no mass naming an element; "
                            "--type-map 1=C,2=O names them)")
     units = UNIT_STYLES.get(first.units or "") or ({"preset": first.units} if first.units else DEFAULT_UNITS)
-    meta = {**_creator(), "converted_from": {"path": os.path.basename(src), "format": "LAMMPS dump",
+    meta = {**creator(), "converted_from": {"path": os.path.basename(src), "format": "LAMMPS dump",
                                              "coordinates": first.coordinates or "wrapped",
                                              "topology": os.path.basename(top) if top else None}}
     if system is not None:

@@ -71,7 +71,7 @@ def unit_cell(rows, boundary) -> Any:
 
 
 def _check_path(path: str, what: str) -> str:
-    from ..fs.remote import is_url, refuse_remote_write
+    from ..fs.urls import is_url, refuse_remote_write
     if is_url(path):
         raise refuse_remote_write(path, "write a live record to")
     if path.rstrip("/").endswith(".mrec.zip"):
@@ -164,7 +164,7 @@ class LiveTrajectory:
                            path=self.path, kind="declaration_mismatch")
 
     def _creator(self) -> dict:
-        from .. import __version__
+        from ..version import __version__
         return {"creator": {"name": f"mrec ({self.what})", "version": __version__}}
 
     def append(self, frame: dict, step: int, time: float | None) -> None:

@@ -33,7 +33,8 @@ import numpy as np
 
 from ..errors import MrecError, RefusalError
 from . import require
-from .convert import is_mrec_path, record_units
+from .options import is_mrec_path
+from .units import record_units
 from .units import motion_factors, stated_units
 
 mda = require("MDAnalysis")
@@ -294,9 +295,9 @@ class MRECWriter(WriterBase):
         from .sizing import md_compression
         self.precision, self.profile = precision, profile
         self.compression, self.expected_frames = md_compression(compression, profile), expected_frames
-        from .convert import _refuse_existing
+        from .options import refuse_existing
         from ..archive.pack import NewRecord
-        _refuse_existing(self.filename, overwrite)
+        refuse_existing(self.filename, overwrite)
         # written in a temporary sibling of its own, moved or packed into place on close (an existing
         # record replaced only then; no other name touched, a link at the name refused)
         self._target = NewRecord(self.filename, overwrite=overwrite)
@@ -306,18 +307,21 @@ class MRECWriter(WriterBase):
         self._count = 0
 
     def _start(self, ag, ts) -> None:
-        from .convert import MDA_UNITS, _schema_atoms, _topology_system, _creator
+        from .columns import schema_atoms
+        from .result import creator
+        from .topology import topology_system
+        from .units import MDA_UNITS
         from ..record.whole import write_record
         from ..record.trajectory.writer import TrajectoryWriter
         from .sizing import frames_hint
         skipped: list = []
-        system, _ = _topology_system(ag, skipped)
+        system, _ = topology_system(ag, skipped)
         system["meta"] = {"units": MDA_UNITS}
         self._live = self._target.start()
         try:
-            write_record(self._live, meta=_creator(), system=system, compression=self.compression)
+            write_record(self._live, meta=creator(), system=system, compression=self.compression)
             self._vel, self._frc = bool(ts.has_velocities), bool(ts.has_forces)
-            schema = _schema_atoms(len(ag), self.precision, self._vel, self._frc)
+            schema = schema_atoms(len(ag), self.precision, self._vel, self._frc)
             hint = self.expected_frames if self.expected_frames is not None else \
                 frames_hint(getattr(ag.universe.trajectory, "n_frames", None))
             self._w = TrajectoryWriter.create(self._live, schema, profile=self.profile, compression=self.compression,
@@ -327,20 +331,20 @@ class MRECWriter(WriterBase):
             raise
 
     def _write_next_frame(self, obj):
-        from .convert import _box_of_dimensions, _xyz_cols
+        from .columns import box_of_dimensions, xyz_cols
         ag = obj.atoms
         ts = ag.universe.trajectory.ts
         if len(ag) != self.n_atoms:
             raise MrecError(f"{len(ag)} atoms given, the Writer was made for {self.n_atoms}", path=self.filename)
         if self._w is None:
             self._start(ag, ts)
-        cols = _xyz_cols("", ag.positions)
+        cols = xyz_cols("", ag.positions)
         if self._vel:
-            cols.update(_xyz_cols("v", ag.velocities))
+            cols.update(xyz_cols("v", ag.velocities))
         if self._frc:
-            cols.update(_xyz_cols("f", ag.forces))
+            cols.update(xyz_cols("f", ag.forces))
         frame: dict = {"blocks": {"atoms": cols}}
-        box = _box_of_dimensions(ts.dimensions)
+        box = box_of_dimensions(ts.dimensions)
         if box is not None:
             frame["box"] = box
         step = ts.data.get("step")

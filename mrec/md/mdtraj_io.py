@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import MrecError, RefusalError
 from . import require
 from .atoms import atoms_view
-from .convert import record_units
+from .units import record_units
 
 md = require("mdtraj")
 

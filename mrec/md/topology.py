@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["atom_columns", "topology_attrs", "ATTR_COLUMNS"]
+__all__ = ["atom_columns", "topology_attrs", "topology_system", "ATTR_COLUMNS"]
 
 #: MDAnalysis attribute name -> column name (the rest take the attribute's singular name)
 ATTR_COLUMNS = {"ids": "id", "names": "name", "types": "type", "elements": "element", "resnames": "res_name",
@@ -155,3 +155,29 @@ def topology_attrs(cols: dict, n: int):
             a = a[first_res]
         attrs.append(cls(a))
     return attrs, resindex, seg_of, n_res, n_seg
+
+
+def topology_system(u, skipped: list, relations: bool = True) -> tuple[dict, list[str]]:
+    """system blocks from the topology attributes of an MDAnalysis Universe or AtomGroup (with
+    ``relations``, the bonds, angles and dihedrals lying wholly inside it, renumbered to it)."""
+    atoms = u.atoms
+    cols = atom_columns(atoms, skipped)
+    blocks = {"atoms": cols} if cols else {}
+    counts = {"atoms": len(atoms)}
+    for attr, name, ends in (("bonds", "bonds", "ij"), ("angles", "angles", "ijk"), ("dihedrals", "dihedrals", "ijkl"),
+                             ("impropers", "impropers", "ijkl"), ("cmaps", "cmaps", "ijklm")):
+        if not relations:
+            break
+        try:
+            group = getattr(atoms, attr)
+        except (AttributeError, Exception):   # noqa: BLE001 - MDAnalysis raises NoDataError when absent
+            continue
+        from .parts import local_relations
+        idx = local_relations(atoms, group.indices) if len(group) else ()
+        if len(idx) == 0:
+            continue
+        blocks[name] = {f"atom{e}": idx[:, k] for k, e in enumerate(ends)}
+        counts[name] = len(idx)
+    if not blocks:
+        blocks = {"atoms": {}}
+    return {"blocks": blocks, "counts": counts}, sorted(c for c in cols)

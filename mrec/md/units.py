@@ -6,13 +6,24 @@ A record states its units in the system meta (or the root meta) key ``units``: a
 length per the stated time, a force the stated energy (default kJ/mol) per the stated length
 (default Å).  A unit this module does not know is refused, naming it: never a number off by a
 factor.
+
+``record_units`` gives a record's (length, time) factors to Å and ps (what every export scales by);
+``MDA_UNITS`` / ``ASE_UNITS`` are the units a record converted through MDAnalysis / ASE states.
 """
 from __future__ import annotations
 
 import re
 
 from ..errors import MrecError
-from .convert import _LENGTH, _TIME
+
+#: the units of a record written through MDAnalysis (its own) and through ASE (stated in the meta)
+MDA_UNITS = {"length": "angstrom", "time": "ps", "velocity": "angstrom/ps", "force": "kJ/(mol*angstrom)",
+             "energy": "kJ/mol", "mass": "amu", "charge": "e"}
+ASE_UNITS = {"length": "angstrom", "time": "ps", "velocity": "angstrom/ps", "force": "eV/angstrom",
+             "energy": "eV", "stress": "eV/angstrom**3", "mass": "amu", "charge": "e"}
+#: Å per unit of length; ps per unit of time (what ``record_units`` and ``motion_factors`` read)
+_LENGTH = {"angstrom": 1.0, "a": 1.0, "å": 1.0, "nm": 10.0, "nanometer": 10.0, "pm": 0.01, "bohr": 0.529177210903}
+_TIME = {"ps": 1.0, "picosecond": 1.0, "fs": 1e-3, "femtosecond": 1e-3, "ns": 1e3, "nanosecond": 1e3}
 
 #: kJ/mol per unit of energy (per particle units taken per mole: eV, hartree, Ry; CODATA 2018).
 ENERGY_KJ_MOL = {"kj/mol": 1.0, "kcal/mol": 4.184, "j/mol": 1e-3, "ev": 96.48533212331002,
@@ -55,3 +66,22 @@ def stated_units(rec) -> dict | str | None:
     """The ``units`` a record states: its system meta's, else its root meta's."""
     units = rec.system.meta.get("units") if rec.system is not None else None
     return units if units is not None else rec.meta.get("units")
+
+
+def record_units(rec) -> tuple[float, float]:
+    """(length factor to Å, time factor to ps) of a record, from the system meta or meta ``units``."""
+    units = None
+    if rec.system is not None:
+        units = rec.system.meta.get("units")
+    if units is None:
+        units = rec.meta.get("units")
+    if isinstance(units, str):
+        units = {"preset": units}
+    if not isinstance(units, dict):
+        return 1.0, 1.0
+    lf = _LENGTH.get(str(units.get("length", "angstrom")).lower())
+    tf = _TIME.get(str(units.get("time", "ps")).lower())
+    if lf is None or tf is None:
+        raise MrecError(f"the record states units {units}: mrec convert knows lengths {sorted(_LENGTH)} "
+                        f"and times {sorted(_TIME)}")
+    return lf, tf

@@ -42,6 +42,7 @@ from __future__ import annotations
 import itertools
 
 from ...errors import RefusalError, WriteError
+from ...fs.urls import refuses_urls
 from ..integrity.lock import LOCK_NAME
 from . import opening
 from .buffer import CommitBatch
@@ -85,6 +86,7 @@ class TrajectoryWriter:
 
     # -- construction ---------------------------------------------------------------
     @classmethod
+    @refuses_urls(path="create a trajectory at")
     def create(cls, path, schema, *, flush_every: int | None = None, compression=None, durable: bool = True,
                meta: dict | None = None, fs=None, profile: str = "reference",
                expected_frames: int | None = None, pipeline: bool = False) -> TrajectoryWriter:
@@ -94,6 +96,7 @@ class TrajectoryWriter:
                                   pipeline=pipeline))
 
     @classmethod
+    @refuses_urls(path="append to")
     def open(cls, path, *, flush_every: int | None = None, durable: bool = True, fs=None,
              compression=None, truncate_after_step: int | None = None, pipeline: bool = False) -> TrajectoryWriter:
         """Reopen to append.  ``truncate_after_step=S`` first drops every committed frame whose

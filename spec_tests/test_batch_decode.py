@@ -4,7 +4,7 @@ keep their files open.
 The batch decoder (``CodecPipeline.batch_decoder``: crc32c checks, one zstandard call inflating
 many frames, one numpy unshuffle per run) must give exactly the bytes of the one-chunk decode, and
 decline (False: the caller's labelled path then decodes and reports) anything that is not the plain
-case.  Nothing here is timed (``tools/bench.py issue16`` measures)."""
+case.  Nothing here is timed (``python -m tools.bench issue16`` measures)."""
 from __future__ import annotations
 
 import os

@@ -4,7 +4,7 @@ A closed store whose shard file was cut 1-30 bytes into the newest copy of its l
 (an uncompressed column whose copy begins with zero bytes) read the committed last frame as 0.0
 with no error, no StandInWarning, only a torn index from ``validate --deep`` and no word from
 ``mrec repair``. docs/reliability.md ("Issue 27: a cut at any offset") states the rules; the sweep
-(``tools/cutsweep.py``, also the ``cut`` target of ``tools/fuzz.py``) checks them at every byte
+(``tools/cutsweep.py``, also the ``cut`` target of ``python -m tools.fuzz``) checks them at every byte
 offset of the last two copies of each shard of each array kind.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The performance fast paths give the same bytes and values as the plain paths they shortcut.
 
-(tools/bench.py measures them; nothing here is timed.)
+(python -m tools.bench measures them; nothing here is timed.)
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Issue 16: reads decoded on a thread pool give the bits and the refusals of the serial read.
 
-Nothing here is timed (tools/bench.py measures); the pool's size threshold is set to zero so that
+Nothing here is timed (python -m tools.bench measures); the pool's size threshold is set to zero so that
 even tiny reads take the parallel path.
 """
 from __future__ import annotations

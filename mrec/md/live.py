@@ -62,7 +62,7 @@ def xyz_columns(prefix: str, a) -> dict[str, np.ndarray]:
 
 
 def unit_cell(rows, boundary) -> Any:
-    """A :class:`~mrec.record.model.frame.Box` of lattice vectors given as rows, or None for no cell."""
+    """A :class:`~mrec.record.model.box.Box` of lattice vectors given as rows, or None for no cell."""
     from ..record.model.box import Box
     rows = np.asarray(rows, dtype=np.float64)
     if not rows.any() or abs(np.linalg.det(rows)) == 0:

@@ -1,7 +1,7 @@
 """Which store reads a record: a ``*.mrec`` directory, a ``*.mrec.zip`` archive, or either at a URL.
 
 :func:`open_store` is how every reader opens a record (:class:`~mrec.record.trajectory.reader.TrajectoryReader`,
-:func:`~mrec.record.record.read_record`, the validator, repack, ``mrec.dask``): the directory store, the
+:func:`~mrec.record.whole.read.read_record`, the validator, repack, ``mrec.dask``): the directory store, the
 zip store (random access) or, for a URL, a read-only store over :mod:`mrec.fs.remote`.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ def open_store(path, *, fs=None, readonly=True, storage_options=None, keep_open=
     """A store for a ``*.mrec`` directory or a ``*.mrec.zip`` archive, local or at a URL.
 
     A URL (``s3://``, ``http(s)://``, anything fsspec knows; ``storage_options`` go to fsspec, or
-    JSON in ``MREC_STORAGE_OPTIONS``, narrowed to the URL's protocol: ``fs.remote.options_for``)
+    JSON in ``MREC_STORAGE_OPTIONS``, narrowed to the URL's protocol: ``fs.urls.options_for``)
     opens read-only through :mod:`mrec.fs.remote`: a URL ending in ``.zip`` is a packed record,
     any other an uploaded directory.  ``keep_open``: a local store
     read through descriptors kept open until its ``close()`` (a reader's snapshot, KeptFiles).

@@ -16,7 +16,7 @@ every reader accepts:
 
 A crash before step 1's replace leaves the old store; after it, the truncated one (with a
 tail, or partly shrunk arrays, both of which a reader and a reopening writer accept).
-``tools/crashcheck.py`` cuts the truncation at every operation and checks exactly that.
+``python -m tools.crashcheck`` cuts the truncation at every operation and checks exactly that.
 """
 from __future__ import annotations
 

@@ -32,6 +32,7 @@ from .names import (ENDPOINT_COLUMNS, FRAME_RESERVED_BLOCKS, FRAME_RESERVED_COLU
                     check_structural_shape, check_targets)
 from .precision import check_precision, round_to_precision
 from .typed_json import coerce_meta_document, encode_meta_document, json_dumps, to_plain
+from .equality import EqualByValue
 
 __all__ = ["check_row_references", "Frame"]
 
@@ -53,7 +54,7 @@ def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 @dataclass(eq=False)
-class Frame:
+class Frame(EqualByValue):
     """One frame: named blocks of columns, validity masks, a typed meta document, a cell.
 
     Fields (all optional):
@@ -444,13 +445,6 @@ class Frame:
         mine = encode_meta_document(self.meta, self.meta_types)[0]
         theirs = encode_meta_document(other.meta, other.meta_types)[0]
         return json_dumps(mine, sort_keys=True) == json_dumps(theirs, sort_keys=True)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Frame):
-            return NotImplemented
-        return self.equals(other)
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 def check_row_references(frame: Frame, refs: Mapping[str, Mapping[str, str]],

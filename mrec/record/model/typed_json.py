@@ -473,6 +473,13 @@ def infer_tag(value: Any, key: Any = None, path: str | None = None) -> str:
 # ---------------------------------------------------------------------------
 # typed meta documents of frame-shaped groups
 
+def _tag_of(key: str, value: Any, types: Mapping[str, Any] | None, path: str | None) -> str:
+    """The tag of meta ``key``: its declared one (checked) when ``types`` names it, else inferred."""
+    if types is not None and key in types:
+        return check_tag(types[key], key, path)
+    return infer_tag(value, key, path)
+
+
 def coerce_meta_document(meta: Mapping[str, Any], types: Mapping[str, str] | None = None,
                          path: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
     """The meta document with every value coerced to its tag, plus the full tag map.
@@ -495,10 +502,7 @@ def coerce_meta_document(meta: Mapping[str, Any], types: Mapping[str, str] | Non
         if key == META_TYPES_KEY:
             raise RefusalError(f"meta key {key!r} is reserved (it holds the meta tags)", path=path,
                                kind="reserved_meta_key")
-        if types is not None and key in types:
-            tag = check_tag(types[key], key, path)
-        else:
-            tag = infer_tag(value, key, path)
+        tag = _tag_of(key, value, types, path)
         values[key] = coerce_meta_value(tag, value, key, path)
         tags[key] = tag
     return values, tags
@@ -539,10 +543,7 @@ def decode_meta_document(attrs: Mapping[str, Any], path: str | None = None) -> t
     for key, raw in attrs.items():
         if key == META_TYPES_KEY:
             continue
-        if key in raw_types:
-            tag = check_tag(raw_types[key], key, path)
-        else:
-            tag = infer_tag(raw, key, path)
+        tag = _tag_of(key, raw, raw_types, path)
         meta[key] = decode_typed(tag, raw, key, path)
         tags[key] = tag
     return meta, tags

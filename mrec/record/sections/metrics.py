@@ -31,6 +31,7 @@ from ...zarr.array import Array, meta_key, read_node, write_group
 from ...zarr.metadata import ArrayMetadata, GroupMetadata
 from .documents import RFC3339, _plain
 from .fixed import write_fixed_array
+from ..model.equality import EqualByValue
 
 __all__ = ["MetricSeries", "Metrics", "safe_name", "unsafe_name", "SECTION", "WAL"]
 
@@ -188,7 +189,7 @@ def _apply(builders: dict[str, _Builder], events: Iterable[Mapping], where: str 
 
 
 @dataclass(eq=False)
-class Metrics:
+class Metrics(EqualByValue):
     """The dense series plus the catalog's other keys and the WAL bytes (verbatim)."""
 
     series: dict[str, MetricSeries] = field(default_factory=dict)
@@ -222,12 +223,6 @@ class Metrics:
         return (set(self.series) == set(other.series)
                 and all(s.equals(other.series[k]) for k, s in self.series.items()))
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Metrics):
-            return NotImplemented
-        return self.equals(other)
-
-    __hash__ = None  # type: ignore[assignment]
 
     # -- store ---------------------------------------------------------------------
     def write(self, store, path: str = SECTION) -> list[str]:

@@ -23,6 +23,7 @@ from .documents import _plain
 from ..model.dtypes import dtype_from_zarr, dtype_of_array
 from .fixed import write_fixed_array
 from ..model.names import check_node_name
+from ..model.equality import EqualByValue
 
 __all__ = ["Group", "write_group_tree", "read_group_tree"]
 
@@ -44,7 +45,7 @@ def _as_array(value: Any, what: str) -> np.ndarray:
 
 
 @dataclass(eq=False)
-class Group:
+class Group(EqualByValue):
     """A Zarr group: ``attributes`` (plain JSON), ``arrays`` (name -> numpy array),
     ``groups`` (name -> Group), ``array_attributes`` (name -> attributes of that array).
 
@@ -96,13 +97,6 @@ class Group:
                 and set(self.arrays) == set(other.arrays) and set(self.groups) == set(other.groups)
                 and all(same(a, other.arrays[n]) for n, a in self.arrays.items())
                 and all(g.equals(other.groups[n]) for n, g in self.groups.items()))
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Group):
-            return NotImplemented
-        return self.equals(other)
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 def write_group_tree(store, path: str, group: Any, *, compression=None) -> list[str]:

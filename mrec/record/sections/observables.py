@@ -26,6 +26,7 @@ from .documents import _plain
 from ..model.dtypes import dtype_from_zarr, dtype_of_array
 from .fixed import write_fixed_array
 from ..model.names import check_node_name
+from ..model.equality import EqualByValue
 
 __all__ = ["Observable", "check_observables", "write_observables", "read_observables", "SECTION"]
 
@@ -68,7 +69,7 @@ def check_observable_meta(meta: Any, name: str, where: str | None = None) -> dic
 
 
 @dataclass(eq=False)
-class Observable:
+class Observable(EqualByValue):
     """One observable: ``data`` (numpy array, 0-d allowed) and its ``meta`` document.
 
     Build one as ``Observable(data, {"kind": "scalar", "description": "...",
@@ -121,13 +122,6 @@ class Observable:
         same = (a.shape == b.shape and a.dtype == b.dtype
                 and (a.tolist() == b.tolist() if a.dtype == object else a.tobytes() == b.tobytes()))
         return same and self.meta == other.meta
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Observable):
-            return NotImplemented
-        return self.equals(other)
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 def check_observables(observables: Any) -> dict[str, Observable]:

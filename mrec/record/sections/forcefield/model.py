@@ -17,6 +17,7 @@ from .document import check_forcefield_document
 from .links import unresolved_links
 from .tables import check_tables
 from .vocabulary import ANNOTATIONS, CATEGORY_ARITY, ENDPOINTS, _refuse, block_name
+from ...model.equality import EqualByValue
 
 __all__ = ["ForceField"]
 
@@ -97,7 +98,7 @@ def _fill_empty_tables(styles: list[dict], tables: Frame) -> Frame:
 
 
 @dataclass(eq=False)
-class ForceField:
+class ForceField(EqualByValue):
     """A force field: the document and its style tables.
 
     * ``name`` -- required string; ``units`` -- required (``{"preset": "real"}``,
@@ -208,12 +209,6 @@ class ForceField:
         return (json_dumps(self.document(), sort_keys=True) == json_dumps(other.document(), sort_keys=True)
                 and self.tables == other.tables)
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ForceField):
-            return NotImplemented
-        return self.equals(other)
-
-    __hash__ = None  # type: ignore[assignment]
 
     def unresolved(self, system: Any) -> list[str]:
         """Names ``system`` uses that resolve to no row (see :func:`unresolved_links`)."""

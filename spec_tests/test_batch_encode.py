@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from mrec.zarr.array import Array, ShardedAppender
+from mrec.zarr.append import ShardedAppender
+from mrec.zarr.array import Array
 from mrec.zarr.codecs.base import ChunkSpec
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.metadata import ArrayMetadata
@@ -110,7 +111,7 @@ def test_landing_through_the_batch_encoder_writes_the_per_chunk_store(tmp_path_f
 @settings(max_examples=100, deadline=None)
 @given(sizes=st.lists(st.integers(0, 9), min_size=1, max_size=8), k=st.integers(1, 5), data=st.data())
 def test_row_pieces_read_as_their_concatenation(sizes, k, data):
-    from mrec.zarr.array import _Rows
+    from mrec.zarr.append import _Rows
     parts = [np.arange(sum(sizes[:i]), sum(sizes[:i + 1]), dtype=float).reshape(-1, 1) * [1, 2] for i in range(len(sizes))]
     whole = np.concatenate(parts)
     rows = _Rows(parts)
@@ -127,7 +128,7 @@ def test_row_pieces_read_as_their_concatenation(sizes, k, data):
 
 WRITER = r"""
 import sys, time, numpy as np, mrec
-from mrec.zarr.array import ShardedAppender
+from mrec.zarr.append import ShardedAppender
 path, pipeline, step = sys.argv[1], sys.argv[2] == "1", float(sys.argv[3])
 N = 3000
 calls = [0]

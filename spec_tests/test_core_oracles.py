@@ -16,7 +16,8 @@ import pytest
 import zarr
 
 from mrec.errors import CorruptionError, MetadataError, UnsupportedError
-from mrec.zarr.array import Array, ShardedAppender, write_group
+from mrec.zarr.append import ShardedAppender
+from mrec.zarr.array import Array, write_group
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.metadata import ArrayMetadata
 from mrec.zarr.pipeline import CodecPipeline

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import mrec
 from mrec.zarr import parallel
-from mrec.zarr.array import Array, ShardedAppender
+from mrec.zarr.append import ShardedAppender
+from mrec.zarr.array import Array
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.metadata import ArrayMetadata
 from mrec.zarr.stores.directory import DirectoryStore
@@ -173,7 +174,7 @@ def test_small_chunks_are_encoded_at_the_landing(tmp_path, monkeypatch):
     """Below AHEAD_MIN_BYTES an inner chunk is not handed off alone (it cost more than it gave): small
     chunks go to the pool only as batches of >= AHEAD_BATCH_BYTES (one task a batch, the batch encoder),
     and are encoded at the landing until that many are complete; with one thread nothing is ahead."""
-    from mrec.zarr.array import _AheadChunk
+    from mrec.zarr.append import _AheadChunk
     monkeypatch.setenv("MREC_THREADS", "2")
     store = DirectoryStore(str(tmp_path))
     arr = Array.create(store, "x", ArrayMetadata.create((0,), DATA_TYPES["float64"], (64,), _sharded(8)))

@@ -7,7 +7,8 @@ import zarr
 
 from mrec.fs import RecordingFileSystem
 from mrec.record import extents as X
-from mrec.zarr.array import Array, ShardedAppender, write_group
+from mrec.zarr.append import ShardedAppender
+from mrec.zarr.array import Array, write_group
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.metadata import ArrayMetadata
 from mrec.zarr.stores.directory import DirectoryStore

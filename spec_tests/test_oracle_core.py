@@ -29,7 +29,8 @@ import zarr.codecs as zc
 from zarr.codecs.numcodecs import Shuffle as ZShuffle
 
 import zarrs  # noqa: F401  (the pipeline is loaded by path below; import proves it is installed)
-from mrec.zarr.array import Array, ShardedAppender
+from mrec.zarr.append import ShardedAppender
+from mrec.zarr.array import Array
 from mrec.zarr.codecs.base import ChunkSpec
 from mrec.zarr.codecs.crc32c_ import crc32c
 from mrec.zarr.codecs.sharding import ShardIndex

@@ -18,7 +18,8 @@ from hypothesis import given, settings, strategies as st
 import mrec
 from mrec.errors import CorruptionError
 from mrec.record.model.precision import round_to_precision
-from mrec.zarr.array import Array, ShardedAppender
+from mrec.zarr.append import ShardedAppender
+from mrec.zarr.array import Array
 from mrec.zarr.codecs.base import ChunkSpec
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.metadata import ArrayMetadata

@@ -172,7 +172,7 @@ def test_different_head_keys_mean_different_stored_values(a, b, p):
 def test_unrounded_rows_never_reach_an_appender_unrounded(tmp_path, monkeypatch):
     """Every row list the committer hands to an appender is settled (no Unrounded left)."""
     from mrec.record.trajectory import land as trajectory_land
-    from mrec.zarr.array import ShardedAppender
+    from mrec.zarr.append import ShardedAppender
     seen = []
     real = ShardedAppender.append_many
 

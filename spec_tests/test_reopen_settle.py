@@ -258,7 +258,7 @@ def test_step_index_tail_past_nstep_is_not_judged(tmp_path):
     assert si.read().tolist() == [0, 2]
     # what a lost commit leaves: an entry 6 (the next frame) then padding, inside a longer shape
     si.set_shape((5,))
-    from mrec.zarr.array import ShardedAppender
+    from mrec.zarr.append import ShardedAppender
     ap = ShardedAppender(si, 2)
     ap.append(np.array([6, 0, 0], dtype=si.dtype))
     ap.land()

@@ -12,7 +12,8 @@ import pytest
 import mrec
 from mrec.record import extents as X
 from mrec.check.repair import add_repair_command, repair
-from mrec.zarr.array import Array, ShardedAppender, write_group
+from mrec.zarr.append import ShardedAppender
+from mrec.zarr.array import Array, write_group
 from mrec.zarr.dtypes import DATA_TYPES
 from mrec.zarr.metadata import ArrayMetadata
 from mrec.zarr.stores.directory import DirectoryStore

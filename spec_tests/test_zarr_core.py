@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from mrec.errors import CorruptionError, MetadataError, MrecError, StoreError, UnsupportedError
 from mrec.fs import RecordingFileSystem
-from mrec.zarr.array import Array, ShardedAppender, meta_key, read_node, write_group
+from mrec.zarr.append import ShardedAppender
+from mrec.zarr.array import Array, meta_key, read_node, write_group
 from mrec.zarr.codecs.base import ChunkSpec
 from mrec.zarr.codecs.bytes_ import BytesCodec
 from mrec.zarr.codecs.crc32c_ import Crc32cCodec, crc32c

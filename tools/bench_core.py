@@ -31,7 +31,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from mrec.fs import RecordingFileSystem  # noqa: E402
-from mrec.zarr.array import Array, ShardedAppender  # noqa: E402
+from mrec.zarr.append import ShardedAppender  # noqa: E402
+from mrec.zarr.array import Array  # noqa: E402
 from mrec.zarr.dtypes import DATA_TYPES  # noqa: E402
 from mrec.zarr.metadata import ArrayMetadata  # noqa: E402
 from mrec.zarr.pipeline import CodecPipeline  # noqa: E402

@@ -37,7 +37,7 @@ import mrec  # noqa: E402
 from mrec.record.trajectory import land as trajectory_land  # noqa: E402
 from mrec.record.trajectory.buffer import RowBuffer  # noqa: E402
 from mrec.record.trajectory.plan import FramePlanner  # noqa: E402
-from mrec.zarr import array as zarr_array  # noqa: E402
+from mrec.zarr import append as zarr_array  # noqa: E402
 from mrec.zarr.stores import directory as zarr_store  # noqa: E402
 
 STAGES = [  # (owner, attribute, label): timed by wrapping the attribute

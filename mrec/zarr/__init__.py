@@ -1,1 +1,2 @@
-"""Layer 2: a hand-written Zarr V3 core (metadata, dtypes, codecs, sharding, stores, arrays)."""
+"""Layer 2: a hand-written Zarr V3 core (metadata, dtypes, codecs and sharding, stores, the read path,
+arrays, sharded append)."""

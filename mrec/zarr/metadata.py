@@ -297,3 +297,25 @@ def parse_node(raw: bytes, where: str):
     if nt == "group":
         return GroupMetadata.from_json(doc, where)
     raise MetadataError(f"node_type {nt!r} is not 'array' or 'group'", path=where)
+
+
+def grid_cells(grid: tuple[int, ...]):
+    """np.ndindex(*grid), without building an iterator for the usual single cell."""
+    if all(g == 1 for g in grid):
+        return ((0,) * len(grid),)
+    return np.ndindex(*grid)
+
+
+def as_rows(data, meta: ArrayMetadata) -> np.ndarray:
+    """``data`` as an array of ``meta``'s data type (an object array for strings): a numpy dtype of
+    the same kind and size is taken as it is stored, any other is refused."""
+    dt = meta.data_type
+    if dt.is_string:
+        arr = np.asarray(data, dtype=object)
+    else:
+        arr = np.asarray(data)
+        if arr.dtype != dt.numpy:
+            if arr.dtype.kind != dt.numpy.kind or arr.dtype.itemsize != dt.numpy.itemsize:
+                raise MetadataError(f"data of dtype {arr.dtype} does not match array type {dt.name}")
+            arr = arr.astype(dt.numpy)
+    return arr

@@ -56,7 +56,7 @@ def _plain_copy(src: Path, dst: Path, col: str) -> None:
     """Column ``col`` of the record at ``src`` appended (ShardedAppender) into ``dst`` with its shards and
     inner chunks but no shuffle."""
     import json
-    from mrec.zarr.array import ShardedAppender
+    from mrec.zarr.append import ShardedAppender
     from mrec.zarr.metadata import ArrayMetadata
     a = Array.open(DirectoryStore(str(src)), col)
     doc = json.loads(a.metadata_json())

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from ...errors import WriteError
-from ...zarr.array import Array, ShardedAppender, meta_key, read_node
+from ...zarr.append import ShardedAppender
+from ...zarr.array import Array, meta_key, read_node
 from ...zarr.dtypes import DATA_TYPES
 from ...zarr.metadata import ArrayMetadata
 from .. import extents as X

@@ -19,11 +19,11 @@ from typing import Iterator
 
 import numpy as np
 
-from ..codecs.bytes_ import BytesCodec
-from ..codecs.crc32c_ import Crc32cCodec
-from ..codecs.gzip_ import GzipCodec
-from ..codecs.shuffle import ShuffleCodec
-from ..codecs.zstd_ import ZstdCodec
+from .bytes_ import BytesCodec
+from .crc32c_ import Crc32cCodec
+from .gzip_ import GzipCodec
+from .shuffle import ShuffleCodec
+from .zstd_ import ZstdCodec
 
 __all__ = ["PIECE", "STREAM_FROM", "padded_pieces"]
 

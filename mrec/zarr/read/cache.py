@@ -12,6 +12,8 @@ from __future__ import annotations
 
 
 class ReadCache:
+    """One array's read memory (see the module's docstring); :meth:`drop` forgets what was read."""
+
     __slots__ = ("chunk", "inflated", "ahead", "last_read", "geo", "frame")
 
     def __init__(self):

@@ -6,10 +6,10 @@
 Writes the bench's synthetic workload (``tools/bench/``: a random walk, ``x y z`` f64 at
 p = 1e-3) with ``append`` one frame at a time (``durable=False``, the automatic flush every K
 frames as in the bench) and times, in the same process, the writer's stages: planning
-(``_plan_run``: validation, rounding, change detection), buffering (``_apply_run``), and the
-commit (``_commit``) with its parts — ``ShardedAppender.land`` (encoding, ``pwrite``), the
+(``FramePlanner.plan_run``: validation, rounding, change detection), buffering (``RowBuffer.apply_run``), and the
+commit (``Committer.commit``) with its parts — ``ShardedAppender.land`` (encoding, ``pwrite``), the
 encoding alone (``encode_all`` chunk by chunk, the batch encoder's calls in the calling thread:
-``pipeline.batch_encoder``; ahead on the pool is not counted), the arrays' ``zarr.json``
+``codecs.batch.batch_encoder`` as the appender calls it; ahead on the pool is not counted), the arrays' ``zarr.json``
 publishes and every atomic replace (``DirectoryStore.set``).  Each stage is given as wall time
 and as this thread's CPU time: on a loaded machine the CPU column is the stable one, and wall
 minus CPU is waiting (the file system, or the other core).  The codec ceiling (round + shuffle +
@@ -37,15 +37,15 @@ import mrec  # noqa: E402
 from mrec.record.trajectory import land as trajectory_land  # noqa: E402
 from mrec.record.trajectory.buffer import RowBuffer  # noqa: E402
 from mrec.record.trajectory.plan import FramePlanner  # noqa: E402
-from mrec.zarr import append as zarr_array  # noqa: E402
+from mrec.zarr import append as zarr_append  # noqa: E402
 from mrec.zarr.stores import directory as zarr_store  # noqa: E402
 
 STAGES = [  # (owner, attribute, label): timed by wrapping the attribute
     (FramePlanner, "plan_run", "plan (validate, round, change-detect)"),
     (RowBuffer, "apply_run", "buffer (apply the plan, append rows)"),
     (mrec.TrajectoryWriter, "_commit", "commit (automatic flushes), of which"),
-    (zarr_array.ShardedAppender, "land", "  land: encode, pwrite"),
-    (zarr_array, "encode_all", "    encode (shuffle, zstd, crc32c)"),
+    (zarr_append.ShardedAppender, "land", "  land: encode, pwrite"),
+    (zarr_append, "encode_all", "    encode (shuffle, zstd, crc32c)"),
     (None, "batch", "    batch encode (shuffle, zstd, crc32c)"),
     (trajectory_land._Writer, "publish", "  publish each array's zarr.json"),
     (zarr_store.DirectoryStore, "set", "  atomic replaces (zarr.json)"),
@@ -65,13 +65,13 @@ def _timed(fn, label: str, acc: dict):
 
 
 def _wrap(owner, name: str, label: str, acc: dict) -> None:
-    if owner is None:               # the batch encoders the appenders make (pipeline.batch_encoder)
-        make = zarr_array.batch_encoder
+    if owner is None:               # the batch encoders the appenders make (codecs.batch.batch_encoder)
+        make = zarr_append.batch_encoder
 
         def made(*a, **k):
             enc = make(*a, **k)
             return None if enc is None else _timed(enc, label, acc)
-        zarr_array.batch_encoder = made
+        zarr_append.batch_encoder = made
         return
     setattr(owner, name, _timed(getattr(owner, name), label, acc))
 

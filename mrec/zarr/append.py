@@ -130,7 +130,7 @@ class ShardedAppender:
     #: nearly halve the time append blocks
     AHEAD_GAP = 250e-6
     #: a landing of at least this many inner chunks of a shard is encoded by the batch encoder
-    #: (``pipeline.batch_encoder``: one zstandard call per part, which costs a context of its own)
+    #: (``codecs.batch.batch_encoder``: one zstandard call per part, which costs a context of its own)
     BATCH_MIN = 8
 
     def __init__(self, array, rows: int | None = None, *, ahead: bool = False):

@@ -19,7 +19,7 @@ One writer run per array kind (:data:`KINDS`: uncompressed bytes + crc32c, zstd,
 zstd, dense gzip), each a few tiny frames an inner chunk, flushed at every frame so each shard
 holds several copies of its chunk; the cuts copy nothing but the shard's bytes.
 
-Used by ``spec_tests/test_cut_sweep.py`` (every offset) and ``tools/fuzz/`` (target ``cut``).
+Used by ``spec_tests/zarr/test_cut_sweep.py`` (every offset) and ``tools/fuzz/`` (target ``cut``).
 """
 from __future__ import annotations
 

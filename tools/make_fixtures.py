@@ -2,7 +2,7 @@
 
 Every valid fixture is ``<name>.mrec/``, ``<name>.mrec.zip`` and its sidecar ``<name>.json``; invalid
 ones are under ``invalid/``; ``README.md`` is the catalogue.  Generation is deterministic, so running
-it again over the committed tree changes no byte (``spec_tests/test_fixtures.py`` checks it).
+it again over the committed tree changes no byte (``spec_tests/check/test_fixtures.py`` checks it).
 """
 from __future__ import annotations
 

@@ -76,7 +76,7 @@ def _frame_like(frame, i: int):
 def _owned(v: np.ndarray, given) -> np.ndarray:
     """``v``, or a copy of it when it shares memory with ``given`` (an array of the caller's): the
     rows a writer buffers until its next landing are its own, never a view the caller may refill
-    in place before then (tests: spec_tests/test_writer_owns_rows.py)."""
+    in place before then (tests: spec_tests/record/trajectory/test_writer_owns_rows.py)."""
     if isinstance(given, np.ndarray) and np.may_share_memory(v, given):
         return v.copy()
     return v

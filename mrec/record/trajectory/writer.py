@@ -124,7 +124,7 @@ class TrajectoryWriter:
         """Validate and buffer one frame (step defaults to last + 1, from 0).
 
         A regular frame with the default step and no time takes the batch path of :meth:`extend`
-        (a run of one frame); the store is the same (``spec_tests/test_extend.py``)."""
+        (a run of one frame); the store is the same (``spec_tests/record/trajectory/test_extend.py``)."""
         self._check_workers()
         if step is None and time is None and self._extend_run((frame,), 0):
             return

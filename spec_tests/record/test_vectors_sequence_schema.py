@@ -31,7 +31,7 @@ from mrec.record.model.precision import is_on_grid
 from mrec.record.model.schema import SequenceSchema
 from mrec.record.model.typed_json import decode_meta_document, encode_meta_document, json_dumps
 
-SPEC = Path(__file__).resolve().parents[1].parent / "shared" / "spec"
+SPEC = Path(__file__).resolve().parents[2].parent / "shared" / "spec"
 FIXTURES = SPEC / "vectors" / "fixtures" / "schema"
 SEQUENCE_SCHEMA = FIXTURES / "binding" / "sequence-schema"
 CORE = FIXTURES / "core"

@@ -25,7 +25,7 @@ import ase.io  # noqa: E402
 mda = pytest.importorskip("MDAnalysis")
 import mrec.mdanalysis  # noqa: E402,F401 - the public path: registers the MREC format
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def cli(*args, timeout=60):

@@ -27,7 +27,7 @@ from mrec.check.validate import validate
 from mrec.zarr.array import Array
 from mrec.zarr.stores.directory import DirectoryStore
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def _edit_json(path, edit) -> None:

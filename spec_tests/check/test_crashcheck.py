@@ -11,7 +11,7 @@ import pytest
 
 from mrec.fs.faulty import CrashSimulator, recording_fs
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def _tool(name: str = "crashcheck"):

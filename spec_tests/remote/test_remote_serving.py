@@ -29,11 +29,11 @@ from mrec import pack
 from mrec.errors import RangesIgnoredWarning, StoreError
 from mrec.check.fixtures import describe
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from servers import s3_server, upload  # noqa: E402
 from test_remote import big_record  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
 NAMES = ["whole_record", "masks", "cell_changing"]
 

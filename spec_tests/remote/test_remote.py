@@ -29,10 +29,10 @@ from mrec.archive.repack import repack
 from mrec.check.repair import repair
 from mrec.check.validate import validate
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from servers import http_server, s3_server, upload  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
 MiB = 1024 * 1024
 NAMES = ["whole_record", "block_ragged", "masks", "strings", "uncommitted_tail_flush", "cell_changing"]

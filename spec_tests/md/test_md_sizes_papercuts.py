@@ -21,7 +21,7 @@ import mrec.md.mdanalysis  # noqa: E402,F401 - registers the MREC format
 from mrec.md.convert import convert  # noqa: E402
 from mdtools import cli, universe  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KiB = 1024
 
 

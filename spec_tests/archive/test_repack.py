@@ -30,7 +30,7 @@ from mrec.zarr.metadata import ArrayMetadata
 from mrec.zarr.stores.directory import DirectoryStore
 from mrec.zarr.stores.zip_read import ZipStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
 VALID_NAMES = [v.name for v in VALID]
 ZARRS = {"codec_pipeline.path": "zarrs.ZarrsCodecPipeline", "codec_pipeline.strict": True}

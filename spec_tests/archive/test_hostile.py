@@ -1,6 +1,6 @@
 """Hostile input: archives and zarr.json built to break a reader, and writer refusals.
 
-Extends spec_tests/test_zip.py (names with '..', absolute names, backslashes, duplicates,
+Extends spec_tests/archive/test_zip.py (names with '..', absolute names, backslashes, duplicates,
 overlaps and sizes beyond the archive are there): here ZIP64 sizes and counts far beyond
 the archive, names a zip tool would misplace, and zarr.json documents with huge,
 negative or overflowing numbers, deep nesting and chunk counts that would exhaust memory

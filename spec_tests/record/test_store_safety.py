@@ -21,7 +21,7 @@ from mrec.archive.pack import LOCK_NAME, pack, plan_pack, unpack
 from mrec.check.repair import repair
 from mrec.check.validate import validate
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CTX = mp.get_context("fork")
 RACES = 40
 
@@ -272,7 +272,7 @@ def test_create_refuses_a_record_holding_a_link(tmp_path):
 def test_overwrite_of_a_path_that_is_a_link_leaves_the_link_target_alone(tmp_path):
     """write_record(overwrite=True) on a name that is a link to a record elsewhere never removes the
     files of the record it points at; since issue 27 it is refused (kind ``bad_target``, naming the
-    link) and the link kept, as every path that replaces does (spec_tests/test_link_traps.py)."""
+    link) and the link kept, as every path that replaces does (spec_tests/record/test_link_traps.py)."""
     elsewhere = tmp_path / "elsewhere.mrec"
     mrec.write_record(elsewhere, meta={}, status={"state": "old"})
     before = digest(elsewhere)

@@ -32,7 +32,7 @@ from mrec.record.model.typed_json import (META_TAGS, TAG_NAMES, coerce_meta_valu
                                           decode_typed, encode_meta_document, encode_typed, infer_tag,
                                           json_dumps)
 
-SPEC = Path(__file__).resolve().parents[1].parent / "shared" / "spec"
+SPEC = Path(__file__).resolve().parents[2].parent / "shared" / "spec"
 
 
 @contextlib.contextmanager

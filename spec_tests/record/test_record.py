@@ -29,7 +29,7 @@ from mrec.zarr.array import Array
 from mrec.zarr.stores.directory import DirectoryStore
 from mrec.zarr.stores.zip_read import ZipStore
 
-SPEC = Path(__file__).resolve().parents[1].parent / "shared" / "spec"
+SPEC = Path(__file__).resolve().parents[2].parent / "shared" / "spec"
 CORE = SPEC / "vectors" / "fixtures" / "schema" / "core"
 OBS = SPEC / "vectors" / "fixtures" / "schema" / "observables"
 

@@ -29,7 +29,7 @@ from mrec.archive.pack import pack, unpack
 from mrec.archive.repack import repack
 from mrec.check.repair import repair
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FRAME = {"blocks": {"atoms": {"x": np.arange(3.0)}}}
 
 

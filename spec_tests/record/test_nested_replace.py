@@ -29,7 +29,7 @@ from mrec.check.repair import repair
 from mrec.check.validate import validate
 from test_store_safety import killed_before_rename  # noqa: E402  (spec_tests is on sys.path under pytest)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TMP = ".mrec-tmp-"
 
 OLD = {"blocks": {"atoms": {"x": np.arange(5.0), "q": np.array([1, 2, 3, 4, 5], np.int32)}}}

@@ -22,7 +22,7 @@ from ase.io.formats import ioformats
 import mrec
 from mrec.errors import RefusalError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(autouse=True, scope="module")

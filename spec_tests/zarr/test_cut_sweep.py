@@ -28,7 +28,7 @@ from mrec.zarr.stores.directory import DirectoryStore
 
 
 def _cutsweep():
-    path = os.path.join(os.path.dirname(__file__), "..", "tools", "cutsweep.py")
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "cutsweep.py")
     spec = importlib.util.spec_from_file_location("cutsweep", path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules["cutsweep"] = mod          # its dataclasses look their module up

@@ -14,7 +14,7 @@ import pytest
 import mrec
 from mrec.errors import MrecError, RefusalError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 try:                                  # the OpenMM tests need it; the ASE and MDTraj ones do not
     import openmm
@@ -182,7 +182,7 @@ def test_openmm_crash_then_restart_keeps_every_frame_up_to_the_checkpoint(tmp_pa
     """A CheckpointReporter in the simulation makes the reporter flush where it checkpoints: a run
     killed after its checkpoint at step 100 restarts from it with no lost or repeated step."""
     path, ckpt = str(tmp_path / "run.mrec"), str(tmp_path / "ckpt")
-    script = CRASHING_RUN.format(tests=os.path.join(ROOT, "spec_tests"), path=path, ckpt=ckpt)
+    script = CRASHING_RUN.format(tests=os.path.join(ROOT, "spec_tests", "md"), path=path, ckpt=ckpt)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 3, done.stderr
     assert mrec.TrajectoryReader(path).steps.tolist()[:2] == [50, 100]    # flushed with the checkpoint

@@ -29,11 +29,11 @@ from mrec.fs.remote import RemoteFileSystem
 from mrec.zarr.stores.zip_format import CENTRAL_FMT
 from mrec.zarr.stores.zip_read import ZipStore
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from servers import http_server, s3_server, upload  # noqa: E402
 from test_remote import big_record  # noqa: E402
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 MiB = 1024 * 1024
 
 

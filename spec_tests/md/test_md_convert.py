@@ -17,7 +17,7 @@ import MDAnalysis as mda                                   # noqa: E402
 import MDAnalysisTests.datafiles as D                      # noqa: E402
 from mdtools import cli, universe  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 

@@ -24,7 +24,7 @@ from mrec.zarr.array import Array
 from mrec.zarr.stores.directory import DirectoryStore
 from mrec.zarr.stores.zip_read import ZipStore
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
 VALID_NAMES = [v.name for v in VALID]
 INVALID_NAMES = [v.name for v in INVALID]

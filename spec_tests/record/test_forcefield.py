@@ -30,7 +30,7 @@ from mrec.zarr.array import Array
 from mrec.zarr.stores.directory import DirectoryStore
 from test_record import same  # noqa: E402  (spec_tests is on sys.path under pytest)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VECTORS = Path("/work/shared/spec/vectors")
 FF_VECTORS = VECTORS / "fixtures/schema/core/forcefield"
 #: The kind mrec gives each invalid vector (the vectors name no kind; these are mrec's).

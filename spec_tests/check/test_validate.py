@@ -20,7 +20,7 @@ import mrec
 from mrec.check.validate import KIND_RULES, RULES, validate
 from mrec.zarr.stores.directory import DirectoryStore
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT.parent / "shared" / "spec"
 CORE = SPEC / "vectors" / "fixtures" / "schema" / "core"
 

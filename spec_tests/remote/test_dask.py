@@ -15,10 +15,10 @@ from mrec import TrajectoryReader, TrajectoryWriter
 from mrec import pack
 from mrec.errors import MrecError, RefusalError
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from servers import http_server, s3_server, upload  # noqa: E402
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def record(path: Path, seed: int, atoms=300, frames=70, precision=1e-2) -> Path:

@@ -93,9 +93,9 @@ def reporters(out: Path, interval: int) -> dict:
         "XTCReporter": [(lambda p: app.XTCReporter(p, interval), out / "run.xtc")],
         "mrec, positions only": [(lambda p: MrecReporter(p, interval, velocities=False, energies=False),
                                   out / "pos.mrec")],
-        "mrec, positions only, pipeline=False": [
-            (lambda p: MrecReporter(p, interval, velocities=False, energies=False, pipeline=False),
-             out / "plain.mrec")],
+        "mrec, positions only, pipeline=True": [
+            (lambda p: MrecReporter(p, interval, velocities=False, energies=False, pipeline=True),
+             out / "piped.mrec")],
         "mrec, positions only, precision 0.001 nm": [
             (lambda p: MrecReporter(p, interval, velocities=False, energies=False, precision=0.001),
              out / "grid.mrec")],

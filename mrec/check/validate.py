@@ -413,7 +413,7 @@ class _Checker:
             key = arr.chunk_key(coords)
             if s * m.chunk_shape[0] >= n or key not in arr.unverified_indexes:
                 continue
-            index = arr._index_cache.get(key)
+            index = arr.indexes.cache.get(key)
             for coord, how in sorted(getattr(index, "degraded", {}).items()):
                 if how != shardscan.PAST_END:
                     continue
@@ -531,7 +531,7 @@ def _read_every_chunk(arr: Array, rows: int | None) -> int:
         lo = coords[0] * c0
         if lo >= n:
             continue
-        arr._read_chunk_rows(coords, 0, min(c0, n - lo))
+        arr.read_chunk_rows(coords, 0, min(c0, n - lo))
         count += 1
     return count
 

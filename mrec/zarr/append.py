@@ -418,7 +418,7 @@ class ShardedAppender:
             store.write_at(key, 0, raw_index)
             store.fsync(key)
             self.bytes_written += len(raw_index)
-            self.array._index_cache[key] = index.copy()
+            self.array.indexes.cache[key] = index.copy()
         return index, keep
 
     @property
@@ -570,7 +570,7 @@ class ShardedAppender:
             store.write_at(key, 0, raw_index)
             self.bytes_written += len(payload) + len(raw_index)
             self.ends[s] = pos
-            self.array._index_cache[key] = index.copy()
+            self.array.indexes.cache[key] = index.copy()
             touched.append(key)
             # forget indexes of shards we have moved past
             for old in [k for k in self.indexes if k < s]:

@@ -197,7 +197,7 @@ class Array:
         of its keys (see :func:`mrec.zarr.read.fetch.stored_chunks`)."""
         return fetch.stored_chunks(self)
 
-    def _read_chunk_rows(self, coords, r_lo: int, r_hi: int, threads: int | None = None) -> np.ndarray | None:
+    def read_chunk_rows(self, coords, r_lo: int, r_hi: int, threads: int | None = None) -> np.ndarray | None:
         """Rows [r_lo, r_hi) of chunk (shard) ``coords``, None when it was never written (the
         validator reads chunk by chunk)."""
         return read_path.chunk_rows(self, coords, r_lo, r_hi, threads)
@@ -215,11 +215,6 @@ class Array:
     def unverified_indexes(self) -> set[str]:
         """Shards whose index was rebuilt from verified chunks."""
         return self.indexes.unverified
-
-    @property
-    def _index_cache(self) -> dict:
-        """The cached shard indexes by shard key (an appender publishes the ones it writes)."""
-        return self.indexes.cache
 
     def drop_cache(self) -> None:
         self.indexes.drop()

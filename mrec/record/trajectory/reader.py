@@ -15,6 +15,7 @@ import numpy as np
 
 from ...errors import RefusalError
 from ...zarr import parallel
+from ...zarr.read.frame import read_frame
 from ..model.box import Box
 from ..model.frame import Frame, check_row_references
 from ..model.schema import SequenceSchema
@@ -159,13 +160,17 @@ class TrajectoryReader(RowReads):
         if plan and self._read_threads < 2:
             # the common layout (regular blocks without masks, no meta, no cell, trusted names and
             # dtypes): each column's rows, straight into a frame -- what the general path below reads
-            # and makes of these parts
+            # and makes of these parts.  A frame of rows inside the array goes to the frame case of
+            # the read path (``Array.read``'s first step for these rows, its checks made in the plan)
             blocks = {}
-            for name, cols, u, n in plan:
+            for name, cols, u, n, framed in plan:
                 if n:
                     lo = min(i, n - 1) * u
-                    rows = slice(lo, lo + u)
-                    blocks[name] = {col: arr.read(rows) for col, arr in cols}
+                    hi = lo + u
+                    got = blocks[name] = {}
+                    for col, arr in cols:
+                        v = read_frame(arr, lo, hi) if framed else None
+                        got[col] = v if v is not None else arr.read(slice(lo, hi))
             return Frame._trusted_blocks(blocks)
         blocks, masks = {}, {}
         for name, b in self.layout.blocks.items():
@@ -186,9 +191,11 @@ class TrajectoryReader(RowReads):
         return self._make_frame(blocks, box, meta, masks, types, i)
 
     def _make_plain_plan(self) -> list | bool:
-        """[(block, [(column, array)], rows a frame, updates)] when every frame of this reader is
-        read by the plain path of ``__getitem__`` (see there); False otherwise.  Made once: the
-        layout of an open reader does not change."""
+        """[(block, [(column, array)], rows a frame, updates, framed)] when every frame of this
+        reader is read by the plain path of ``__getitem__`` (see there); False otherwise.  ``framed``:
+        every frame's rows lie inside every column (rows a frame > 0), so the frame case of the read
+        path may take them without ``Array.read``'s range checks.  Made once: the layout of an open
+        reader does not change."""
         lay = self.layout
         if lay.meta or lay.box.n_updates or self._refs or not self._frames_trusted():
             return False
@@ -198,7 +205,10 @@ class TrajectoryReader(RowReads):
                 return False
             if b.masks or any(b.columns.get(c) is None for c in b.decl.columns):
                 return False
-            plan.append((name, [(c, b.columns[c]) for c in b.decl.columns], b.uniform_rows, b.n_updates))
+            cols = [(c, b.columns[c]) for c in b.decl.columns]
+            u, n = b.uniform_rows, b.n_updates
+            framed = bool(u) and all(a.meta.ndim >= 1 and a.meta.shape[0] >= n * u for _c, a in cols)
+            plan.append((name, cols, u, n, framed))
         return plan
 
     def _make_frame(self, blocks: dict, box, meta: dict, masks: dict, types: dict, i: int) -> Frame:

@@ -33,6 +33,14 @@ so a record without them stays readable by oracles without
 (at least 32 frames when the run has them) with shuffle + zstd level 19 on
 every multi-byte column, the densest setting of the codec-only study in
 docs/performance.md that keeps random access.
+
+The trade, and its knob: a random frame decodes the whole inner chunk holding it, in each column it
+reads, so its cost grows with the frames a chunk holds while the bytes shrink.  ``frames_per_chunk=N``
+(``--frames-per-chunk N``) cuts chunks of the raw bytes of N frames of the widest per-frame array
+instead of the profile's target (narrower arrays hold as many rows as fit those bytes), keeping the
+profile's codecs.  adk (3341 atoms, 98 frames, exact): ``archive`` holds every frame in one chunk,
+a random frame from a chunk not decoded yet costs ~25 x XTC's; N = 2 brings it to ~1.2 x for ~12 %
+more bytes (docs/performance.md, issue 29).
 """
 from __future__ import annotations
 
@@ -40,7 +48,7 @@ import json
 import os
 import pathlib
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -163,6 +171,27 @@ def array_meta(src: ArrayMetadata, n: int, rows: int, profile: RepackProfile) ->
                                 dimension_names=src.dimension_names)
 
 
+def with_frames_per_chunk(prof: RepackProfile, frames: int | None, frame_bytes: int) -> RepackProfile:
+    """``prof`` cutting chunks of the raw bytes of ``frames`` frames of ``frame_bytes`` each (the widest
+    per-frame array's; at most ``MAX_CHUNK_BYTES``, never less than one frame), its codecs kept:
+    a random frame then decodes at most that much per column.  ``frames`` None: ``prof`` itself."""
+    if frames is None:
+        return prof
+    fb = max(1, frame_bytes)
+    return replace(prof, chunk_bytes=max(fb, min(frames * fb, MAX_CHUNK_BYTES)), min_frames=1)
+
+
+def _check_frames_per_chunk(frames) -> None:
+    if frames is not None and (isinstance(frames, bool) or not isinstance(frames, int) or frames < 1):
+        raise RefusalError(f"frames_per_chunk {frames!r} is not a positive integer", kind="bad_argument")
+
+
+def _row_bytes(arr: Array) -> int:
+    """Raw bytes of one row of ``arr`` (a string counts 16)."""
+    dt = arr.meta.data_type
+    return (16 if dt.name == "string" else dt.numpy.itemsize) * int(np.prod(arr.shape[1:], dtype=np.int64))
+
+
 def _frame_rows(layout, path: str) -> int | None:
     """Rows of one frame for a block column or mask (regular blocks: exact; ragged: the declared one)."""
     parts = path.split("/")
@@ -188,12 +217,15 @@ def _check_closed(store, root: str) -> None:
                            kind="live_writer")
 
 
-def repack(src, out, *, profile: str = "small", overwrite: bool = False, storage_options=None) -> pathlib.Path:
+def repack(src, out, *, profile: str = "small", overwrite: bool = False, storage_options=None,
+           frames_per_chunk: int | None = None) -> pathlib.Path:
     """Rewrite the closed record ``src`` (directory, ``*.mrec.zip`` or URL) into ``out``.
 
     ``out`` is a new ``*.mrec`` directory, or a ``*.mrec.zip`` archive when it ends in ``.zip``.
-    The source is only read.  Refuses (kind) ``bad_profile``, ``exists``, ``live_writer``,
-    ``bad_target``, and a URL target (``remote_read_only``).
+    The source is only read.  ``frames_per_chunk``: chunks of that many frames of the widest
+    per-frame array instead of the profile's size (see the module's docstring: the random-access
+    knob).  Refuses (kind) ``bad_profile``, ``bad_argument`` (``frames_per_chunk``), ``exists``,
+    ``live_writer``, ``bad_target``, and a URL target (``remote_read_only``).
     """
     from ..fs.urls import is_url, refuse_remote_write
     from .pack import NewRecord
@@ -202,6 +234,7 @@ def repack(src, out, *, profile: str = "small", overwrite: bool = False, storage
     prof = PROFILES.get(profile)
     if prof is None:
         raise RefusalError(f"profile {profile!r} is not one of {', '.join(PROFILES)}", kind="bad_profile")
+    _check_frames_per_chunk(frames_per_chunk)
     out = os.fspath(out)
     if is_url(out):
         raise refuse_remote_write(out, "repack into")
@@ -229,7 +262,7 @@ def repack(src, out, *, profile: str = "small", overwrite: bool = False, storage
         try:
             tmp_dir = target.start()                  # a killed repack's leftovers are removed here
             fs.makedirs(tmp_dir)
-            _copy(store, DirectoryStore(tmp_dir, fs=fs), logical, layout, prof)
+            _copy(store, DirectoryStore(tmp_dir, fs=fs), logical, layout, prof, frames_per_chunk)
             _fsync_dirs(fs, tmp_dir)
         except BaseException:
             target.abort()
@@ -248,7 +281,8 @@ def _fsync_dirs(fs, root: str) -> None:
     fs.fsync_dir(root)
 
 
-def _copy(store, dst: DirectoryStore, logical: dict[str, int], layout, prof: RepackProfile) -> None:
+def _copy(store, dst: DirectoryStore, logical: dict[str, int], layout, prof: RepackProfile,
+          frames_per_chunk: int | None = None) -> None:
     from ..record.integrity.lock import LOCK_NAME
     keys = store.list("")
     rewritten: list[str] = []
@@ -270,12 +304,14 @@ def _copy(store, dst: DirectoryStore, logical: dict[str, int], layout, prof: Rep
         if posixpath.basename(key) == "zarr.json":
             raw = _compact_json(raw)
         dst.set(key, raw, fsync=True)
-    for p in rewritten:
-        src_arr = Array.open(store, p, appended=True)
+    arrays = {p: Array.open(store, p, appended=True) for p in rewritten}
+    frame_rows = {p: _frame_rows(layout, p) if layout is not None else None for p in rewritten}
+    if frames_per_chunk is not None:
+        widest = max((_row_bytes(a) * (frame_rows[p] or 1) for p, a in arrays.items()), default=1)
+        prof = with_frames_per_chunk(prof, frames_per_chunk, widest)
+    for p, src_arr in arrays.items():
         n = min(src_arr.shape[0], logical[p])
-        dt = src_arr.meta.data_type
-        rb = (16 if dt.name == "string" else dt.numpy.itemsize) * int(np.prod(src_arr.shape[1:], dtype=np.int64))
-        rows = inner_rows(n, rb, _frame_rows(layout, p) if layout is not None else None, prof)
+        rows = inner_rows(n, _row_bytes(src_arr), frame_rows[p], prof)
         meta = array_meta(src_arr.meta, n, rows, prof)
         arr = Array(dst, p, meta)
         dst.set(meta_key(p), _compact_json(arr.metadata_json()), fsync=True)
@@ -294,14 +330,16 @@ def _write_shards(src: Array, dst: Array, n: int) -> None:
         dst.store.set(key, m.codecs.encode(shard, dst.chunk_spec(key)), fsync=True)
 
 
-__all__ = ["repack", "PROFILES", "RepackProfile", "inner_rows", "array_meta"]
+__all__ = ["repack", "PROFILES", "RepackProfile", "inner_rows", "array_meta", "with_frames_per_chunk"]
 
 
 def _run(args) -> int:
-    out = repack(args.path, args.out, profile=args.profile, overwrite=args.overwrite)
+    out = repack(args.path, args.out, profile=args.profile, overwrite=args.overwrite,
+                 frames_per_chunk=args.frames_per_chunk)
     before = _size_of(args.path)
     after = _size_of(os.fspath(out))
-    print(f"{out}  ({before} -> {after} bytes, profile {args.profile})" if before is not None else f"{out}")
+    how = args.profile + (f", {args.frames_per_chunk} frames a chunk" if args.frames_per_chunk else "")
+    print(f"{out}  ({before} -> {after} bytes, profile {how})" if before is not None else f"{out}")
     return 0
 
 
@@ -315,7 +353,8 @@ def _size_of(path: str) -> int | None:
 
 
 def add_repack_command(subparsers):
-    """Register ``repack IN OUT [--profile small|archive] [--overwrite]`` (for ``mrec.cli``)."""
+    """Register ``repack IN OUT [--profile small|archive] [--frames-per-chunk N] [--overwrite]`` (for
+    ``mrec.cli``)."""
     p = subparsers.add_parser("repack", help="rewrite a closed record with extents sized to what it holds "
                               "(small shard indexes, several frames a chunk, zstd; the same values bit for bit)",
                               description="Rewrite a closed record (a *.mrec directory, a *.mrec.zip or a URL, "
@@ -327,6 +366,14 @@ def add_repack_command(subparsers):
     p.add_argument("out", help="the new record: a *.mrec directory, or a *.mrec.zip (packed)")
     p.add_argument("--profile", choices=sorted(PROFILES), default="small",
                    help="small (default): up to 1 MiB a chunk, zstd 9; archive: up to 4 MiB, >= 32 frames, zstd 19")
+    p.add_argument("--frames-per-chunk", type=int, default=None, metavar="N",
+                   help="chunks of N frames (of the widest per-frame array; narrower arrays the same bytes; at "
+                   "most 16 MiB) instead of the profile's size, its codecs kept: the trade between bytes and "
+                   "random access. A random frame decodes its whole chunk in each column, so many frames a chunk "
+                   "are the fewest bytes and a few the fastest random frame. adk (3341 atoms x 98 frames, one "
+                   "chunk a column in archive), a frame from a chunk not decoded yet: archive ~25x XTC's random "
+                   "frame; --frames-per-chunk 4 ~2x for +7%% bytes (+12%% at 1e-3 nm), 2 ~1.2x for +12%% "
+                   "(+21%%), 1 ~0.8x for +15%% (+29%%)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     p.set_defaults(func=_run)
     return p

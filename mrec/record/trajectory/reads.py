@@ -19,7 +19,7 @@ import numpy as np
 
 from ...errors import RefusalError
 from ...zarr import parallel
-from ...zarr.array import read_together
+from ...zarr.read.path import read_together
 from ..model.frame import Frame
 from .layout import TRAJ, BlockLayout, Layout, refuse, tag_layout
 
@@ -80,10 +80,10 @@ def _lazy_blocks(cols, nf: int):
 
 def _read_all(arrs, rows: slice) -> list:
     """``[a.read(rows) for a in arrs]``: the columns of a block decoded together by one batch call on
-    every core (``mrec.zarr.array.read_together``) where they are plain, else one after the other,
-    each on every core.  Same values and errors.  (One column a thread was measured slower: stop 14,
-    docs/performance.md.)"""
-    got = read_together(arrs, rows.start, rows.stop)
+    every core (``read_together``, the inner chunks at the ends decoded whole and cut) where they
+    are plain, else one after the other, each on every core.  Same values and errors.  (One column
+    a thread was measured slower: stop 14, docs/performance.md.)"""
+    got = read_together(arrs, rows.start, rows.stop, edges=True)
     if got is not None:
         return got
     return [a.read(rows) for a in arrs]
@@ -304,7 +304,9 @@ class RowReads:
         if not isinstance(i, (int, np.integer, bool, np.bool_)):      # a bool is refused by _ordinal
             if not isinstance(i, slice):
                 self.ordinals(i)          # TypeError / IndexError for what is not frames
-            return {(block, col): self.column(block, col, i, threads=threads) for block, col in columns}
+            together = self._columns_together(i, wanted, columns, threads)
+            return {(block, col): together[(block, col)] if (block, col) in together
+                    else self.column(block, col, i, threads=threads) for block, col in columns}
         i = self._ordinal(i)
         out = {}
         for block, cols in wanted.items():
@@ -315,6 +317,37 @@ class RowReads:
             values, _ = self._block_rows(b, j, cols)
             for col in cols:
                 out[(block, col)] = values[col]
+        return out
+
+    def _run_rows(self, b: BlockLayout, frames) -> tuple[int, int, int] | None:
+        """``(first row, last row + 1, frames)`` of ``frames`` (a slice, None = all) when they are a
+        non-empty run of step 1 of a regular block, each frame one update of it (no refusal to make,
+        no carry-forward: rows straight from its columns); else None."""
+        if frames is not None and not isinstance(frames, slice):
+            return None
+        idx = range(*(frames or slice(None)).indices(len(self)))
+        if not b.regular or idx.step != 1 or not len(idx) or idx[-1] >= b.n_updates:
+            return None
+        n = b.uniform_rows
+        return idx[0] * n, (idx[-1] + 1) * n, len(idx)
+
+    def _columns_together(self, frames, wanted: dict, columns, threads) -> dict:
+        """The pairs :meth:`read_columns` reads of a run of frames whose columns a block decodes by
+        one batch call (``read_together``: one hand-out of every column's chunks to the threads
+        instead of one a column), as :meth:`column` returns them; the others are left out (read
+        by :meth:`column`, which raises what it raises)."""
+        out = {}
+        for block, cols in wanted.items():
+            b = self.layout.blocks[block]
+            run = self._run_rows(b, frames) if len(cols) > 1 else None
+            if run is None:
+                continue
+            names = list(dict.fromkeys(c for bl, c in columns if bl == block))
+            got = read_together([b.columns[c] for c in names], run[0], run[1], threads, edges=True)
+            if got is None:
+                continue
+            for c, v in zip(names, got):
+                out[(block, c)] = v.reshape(run[2], b.uniform_rows, *v.shape[1:])
         return out
 
     def column(self, block: str, column: str, frames: slice | None = None, *, threads: int | None = None) -> np.ndarray:
@@ -378,21 +411,23 @@ class RowReads:
 
     def _positions_range(self, block: str, frames) -> np.ndarray | None:
         """``positions(frames)`` for a run of frames of a regular block whose x, y, z are 1-d columns
-        of one dtype: each column decoded straight into its lane of the (F, N, 3) result (no stack
-        of three column copies).  None when that does not apply (the general path reads it)."""
-        if frames is not None and not isinstance(frames, slice):
-            return None
+        of one dtype: the three decoded together by one batch call and interleaved into the (F, N, 3)
+        result on the pool (:func:`_interleave`), else each column decoded straight into its lane
+        of the result (no stack of three column copies).  None when that does not apply (the
+        general path reads it)."""
         b = self.layout.blocks[block]
-        idx = range(*(frames or slice(None)).indices(len(self)))
-        if not b.regular or idx.step != 1 or not len(idx) or idx[-1] >= b.n_updates:
+        run = self._run_rows(b, frames)
+        if run is None:
             return None
         arrs = [b.columns.get(c) for c in "xyz"]
         if any(a is None or a.meta.ndim != 1 for a in arrs) or len({a.dtype for a in arrs}) != 1:
             return None
-        n = b.uniform_rows
-        out = np.empty((len(idx), n, 3), dtype=arrs[0].dtype)
-        rows = slice(idx[0] * n, (idx[-1] + 1) * n)
+        rows = slice(run[0], run[1])
+        out = np.empty((run[2], b.uniform_rows, 3), dtype=arrs[0].dtype)
         lanes = out.reshape(-1, 3)
+        planar = read_together(arrs, rows.start, rows.stop, edges=True)
+        if planar is not None:
+            return _interleave(planar, lanes, out)
         if parallel.threads() > 1 and sum(a.decode_estimate(rows.start, rows.stop) for a in arrs) >= PARALLEL_READ_BYTES:
             # one column a thread, each decoded in its batch form (see _read_all)
             parallel.call_all([partial(arr.read_into, rows, lanes[:, k], threads=1) for k, arr in enumerate(arrs)])
@@ -400,3 +435,26 @@ class RowReads:
         for k, arr in enumerate(arrs):
             arr.read_into(rows, lanes[:, k])          # a strided view of lane k
         return out
+
+
+#: rows a part of :func:`_interleave` copies at a time (their lanes of the result stay in the cache
+#: until all are written)
+INTERLEAVE_ROWS = 1 << 14
+
+
+def _interleave(columns: list, lanes: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``lanes[:, k] = columns[k]`` (``lanes``: ``out`` as (rows, len(columns))) a block of rows at
+    a time, the blocks cut into one part a thread on the pool (numpy copies run without the GIL);
+    returns ``out``."""
+    n = len(lanes)
+    blocks = -(-n // INTERLEAVE_ROWS)
+    parts = parallel.decode_parts(blocks, lanes.nbytes)
+    cuts = [blocks * k // parts * INTERLEAVE_ROWS for k in range(parts)] + [n]
+
+    def copy(lo: int, hi: int) -> None:
+        for a in range(lo, hi, INTERLEAVE_ROWS):
+            z = min(hi, a + INTERLEAVE_ROWS)
+            for k, col in enumerate(columns):
+                lanes[a:z, k] = col[a:z]
+    parallel.call_all([partial(copy, lo, hi) for lo, hi in zip(cuts, cuts[1:])])
+    return out

@@ -231,9 +231,13 @@ def _serial(array, key: str, index, rest, raws: dict, out, r_lo: int, r_hi: int,
     return out
 
 
-def read_together(arrays: list, start: int, stop: int, threads: int | None = None) -> list | None:
+def read_together(arrays: list, start: int, stop: int, threads: int | None = None, *,
+                  edges: bool = False) -> list | None:
     """``[a.read(slice(start, stop)) for a in arrays]`` decoded by ONE batch-decoder call, in the
-    plain case only (see ``mrec.zarr.array.read_together``); None otherwise."""
+    plain case only (see ``mrec.zarr.array.read_together``; the rows may span shards); None
+    otherwise.  ``edges``: the rows need not begin and end on inner-chunk boundaries -- the inner
+    chunks holding the first and the last rows are decoded whole with the others and cut (each
+    result is then a view of the rows of a larger array)."""
     if len(arrays) < 2 or stop <= start or start < 0:
         return None
     first = arrays[0]
@@ -241,10 +245,11 @@ def read_together(arrays: list, start: int, stop: int, threads: int | None = Non
     batch = first.decoders.batch() if geo is not None else None
     if batch is None:
         return None
-    spot = plan.together(geo, start, stop)
-    if spot is None:
+    lo, hi = (start // geo[1] * geo[1], -(-stop // geo[1]) * geo[1]) if edges else (start, stop)
+    spot = plan.together(geo, lo, hi)            # one shard (the usual case), else shard by shard
+    spans = [spot] if spot is not None else plan.together_spans(geo, lo, hi)
+    if spans is None:
         return None
-    c0, a0, n = spot
     tail, ibytes = geo[2], geo[3]
     m = first.meta
     pieces, layout = [], []
@@ -254,16 +259,17 @@ def read_together(arrays: list, start: int, stop: int, threads: int | None = Non
             return None
         if stop > arr.meta.shape[0]:
             return None
-        got = _together_run(arr, arr.chunk_key((c0, *tail)), a0, n)
-        if got is None:
-            return None                          # not one range: the per-array path reads them
-        pieces.extend(got[0])
-        layout.append(got[1])
-    out = np.empty((len(arrays), stop - start, *m.shape[1:]), dtype=m.data_type.numpy)
-    dest = out.reshape(len(arrays) * n, -1)
+        for c0, a0, n in spans:
+            got = _together_run(arr, arr.chunk_key((c0, *tail)), a0, n)
+            if got is None:
+                return None                      # not one range: the per-array path reads them
+            pieces.extend(got[0])
+            layout.append(got[1])
+    out = np.empty((len(arrays), hi - lo, *m.shape[1:]), dtype=m.data_type.numpy)
+    dest = out.reshape(len(pieces), -1)
     if not batch(pieces, dest, decode_parts(len(pieces), len(pieces) * ibytes, threads), layout):
         return None
-    return list(out)
+    return list(out[:, start - lo:stop - lo]) if edges else list(out)
 
 
 def _together_run(arr, key: str, a0: int, n: int) -> tuple | None:

@@ -14,7 +14,7 @@ are cases of the plan:
   the file, one range read each (at most :data:`COALESCE_BYTES`);
 * :func:`prefetch_entries` / :func:`coalesce` -- the other chunks of a shard read, merged into runs;
 * :func:`ahead_end` -- how far a forward walk of whole-chunk reads fetches ahead (:data:`READ_AHEAD`);
-* :func:`together` -- a range several columns read by one batch call.
+* :func:`together` / :func:`together_spans` -- a range several columns read by one batch call.
 """
 from __future__ import annotations
 
@@ -100,12 +100,25 @@ def locate(geo, start: int, stop: int) -> tuple | None:
 def together(geo, start: int, stop: int) -> tuple | None:
     """``(shard, first inner row, inner chunks)`` when rows [start, stop) are whole inner chunks of
     one shard of ``geo`` (what several columns decode by one batch call); else None."""
+    spans = together_spans(geo, start, stop)
+    return spans[0] if spans is not None and len(spans) == 1 else None
+
+
+def together_spans(geo, start: int, stop: int) -> list[tuple[int, int, int]] | None:
+    """``[(shard, first inner row, inner chunks)]``, shard after shard, when rows [start, stop) are
+    whole inner chunks of ``geo`` (several columns decoded by one batch call, across shards); else
+    None."""
     srows, irows = geo[0], geo[1]
-    if stop <= start or start < 0 or start % irows or (stop - start) % irows \
-            or start // srows != (stop - 1) // srows:
+    if stop <= start or start < 0 or start % irows or (stop - start) % irows:
         return None
-    c0 = start // srows
-    return c0, (start - c0 * srows) // irows, (stop - start) // irows
+    spans = []
+    lo = start
+    while lo < stop:
+        c0 = lo // srows
+        hi = min(stop, (c0 + 1) * srows)
+        spans.append((c0, (lo - c0 * srows) // irows, (hi - lo) // irows))
+        lo = hi
+    return spans
 
 
 # -- any range: the chunks it touches -----------------------------------------------------------

@@ -201,7 +201,7 @@ def _mda_universe(src: str, top, fmt):
 
 
 def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progress, select=None) -> ConvertResult:
-    from ..record.whole import write_record
+    from ..record.whole.system_last import begin_record
     from ..record.trajectory.writer import TrajectoryWriter
     from .parts import chained_frames, select_atoms, source_list
     from .sizing import frames_hint
@@ -233,7 +233,9 @@ def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progr
                                              else str(type(traj).format),
                                              "topology": os.path.basename(top) if top else None,
                                              **({"select": select} if select is not None else {})}}
-    write_record(live, meta=meta, system=system, compression=compression)
+    # the system is written after the trajectory (mrec.record.whole.system_last): the writer then does
+    # not decode the topology's string columns back
+    pending = begin_record(live, meta=meta, system=system, schema=schema, compression=compression)
     frames = chained_frames(u, parts, sel, fmt)
     total = next(frames)
     if progress is not None:
@@ -260,6 +262,7 @@ def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progr
                 n += 1
                 if progress is not None:
                     progress.update(n)
+    pending.write()
     res.frames = n
     res.atoms = len(ag)
     return res

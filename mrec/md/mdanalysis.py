@@ -311,7 +311,7 @@ class MRECWriter(WriterBase):
         from .result import creator
         from .topology import topology_system
         from .units import MDA_UNITS
-        from ..record.whole import write_record
+        from ..record.whole.system_last import begin_record
         from ..record.trajectory.writer import TrajectoryWriter
         from .sizing import frames_hint
         skipped: list = []
@@ -319,9 +319,12 @@ class MRECWriter(WriterBase):
         system["meta"] = {"units": MDA_UNITS}
         self._live = self._target.start()
         try:
-            write_record(self._live, meta=creator(), system=system, compression=self.compression)
             self._vel, self._frc = bool(ts.has_velocities), bool(ts.has_forces)
             schema = schema_atoms(len(ag), self.precision, self._vel, self._frc)
+            # the system is written after the trajectory (mrec.record.whole.system_last): the writer
+            # then does not decode the topology's string columns back
+            self._system = begin_record(self._live, meta=creator(), system=system, schema=schema,
+                                        compression=self.compression)
             hint = self.expected_frames if self.expected_frames is not None else \
                 frames_hint(getattr(ag.universe.trajectory, "n_frames", None))
             self._w = TrajectoryWriter.create(self._live, schema, profile=self.profile, compression=self.compression,
@@ -360,6 +363,7 @@ class MRECWriter(WriterBase):
         if w is not None:
             w.close()
             self._w = None
+            self._system.write()
             from .sizing import finish_record
             finish_record(self._target, self._live)
 

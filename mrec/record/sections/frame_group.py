@@ -23,7 +23,7 @@ import numpy as np
 from ...errors import RefusalError
 from ...zarr.array import Array, meta_key, read_node, write_group
 from ...zarr.metadata import ArrayMetadata, GroupMetadata
-from ..model.dtypes import check_canonical, dtype_from_zarr, dtype_of_array
+from ..model.dtypes import check_canonical, dtype_from_zarr, dtype_name
 from .fixed import write_fixed_array
 from ..model.box import Box
 from ..model.frame import Frame
@@ -80,7 +80,9 @@ def write_frame_group(store, path: str, frame: Any, *, compression=None,
         keys.append(meta_key(bpath))
         for c, values in cols.items():
             p = f.precision.get(b, {}).get(c)
-            keys += write_fixed_array(store, f"{bpath}/{c}", values, dtype_of_array(values),
+            # the Frame normalised its columns (an object column holds only str): the dtype is the
+            # numpy dtype's, without looking at every string again
+            keys += write_fixed_array(store, f"{bpath}/{c}", values, dtype_name(values.dtype),
                                       precision=p is not None, compression=compression,
                                       attributes={"precision": p} if p is not None else None)
         masks = f.masks.get(b)

@@ -58,7 +58,7 @@ from ..trajectory.layout import TRAJ
 from ..trajectory.reader import TrajectoryReader
 from .build import _claim, _new_store, _refuse
 
-__all__ = ["Record", "write_record", "check_system_alignment", "KNOWN_SECTIONS", "SUBSTANTIVE_SECTIONS", "PIECE"]
+__all__ = ["Record", "write_record", "checked_record", "check_system_alignment", "KNOWN_SECTIONS", "SUBSTANTIVE_SECTIONS", "PIECE"]
 
 #: Root sections mrec models, in the order they are written (``meta`` first).
 KNOWN_SECTIONS = ("meta", "status", "method", "system", "frame", "forcefield", "observables", "metrics",
@@ -289,6 +289,15 @@ def write_record(path, *, meta: Mapping | None = None, frame: Any = None, system
     ``path`` only once complete and fsynced.  ``compression`` is the float
     knob (``None``, ``"gzip[:N]"``, ``"zstd[:N]"``).
     """
+    rec = checked_record(meta=meta, frame=frame, system=system, status=status, method=method,
+                         observables=observables, metrics=metrics, forcefield=forcefield, sections=sections)
+    return _write(path, rec, overwrite=overwrite, compression=compression, fs=fs)
+
+
+def checked_record(*, meta: Mapping | None = None, frame: Any = None, system: Any = None,
+                   status: Mapping | None = None, method: Mapping | None = None, observables: Mapping | None = None,
+                   metrics: Any = None, forcefield: Any = None, sections: Mapping | None = None) -> Record:
+    """The :class:`Record` :func:`write_record` writes, every input checked (nothing touches the disk)."""
     fr, sy = _frame(frame, "frame"), _frame(system, "system")
     frames = {k: v for k, v in (("frame", fr), ("system", sy)) if v is not None}
     for name, f in frames.items():
@@ -296,7 +305,7 @@ def write_record(path, *, meta: Mapping | None = None, frame: Any = None, system
             f.check_references(frames)
         except RefusalError as exc:
             raise _refuse(exc.kind, f"{name}: {exc.detail}") from None
-    rec = Record(
+    return Record(
         meta=check_meta({} if meta is None else meta),
         status=None if status is None else check_status(status),
         method=None if method is None else check_method(method),
@@ -305,4 +314,3 @@ def write_record(path, *, meta: Mapping | None = None, frame: Any = None, system
         metrics=None if metrics is None else Metrics.from_any(metrics),
         forcefield=_forcefield(forcefield), groups=_groups(sections),
     )
-    return _write(path, rec, overwrite=overwrite, compression=compression, fs=fs)

@@ -6,7 +6,7 @@
 Writes the bench's synthetic workload (``tools/bench/``: a random walk, ``x y z`` f64 at
 p = 1e-3) with ``append`` one frame at a time (``durable=False``, the automatic flush every K
 frames as in the bench) and times, in the same process, the writer's stages: planning
-(``FramePlanner.plan_run``: validation, rounding, change detection), buffering (``RowBuffer.apply_run``), and the
+(``RunPlanner.plan_run``: validation, rounding, change detection), buffering (``RowBuffer.apply_run``), and the
 commit (``Committer.commit``) with its parts — ``ShardedAppender.land`` (encoding, ``pwrite``), the
 encoding alone (``encode_all`` chunk by chunk, the batch encoder's calls in the calling thread:
 ``codecs.batch.batch_encoder`` as the appender calls it; ahead on the pool is not counted), the arrays' ``zarr.json``
@@ -36,12 +36,12 @@ from tools.bench.workloads import schema, synthetic  # noqa: E402
 import mrec  # noqa: E402
 from mrec.record.trajectory import land as trajectory_land  # noqa: E402
 from mrec.record.trajectory.buffer import RowBuffer  # noqa: E402
-from mrec.record.trajectory.plan import FramePlanner  # noqa: E402
+from mrec.record.trajectory.batch_plan import RunPlanner  # noqa: E402
 from mrec.zarr import append as zarr_append  # noqa: E402
 from mrec.zarr.stores import directory as zarr_store  # noqa: E402
 
 STAGES = [  # (owner, attribute, label): timed by wrapping the attribute
-    (FramePlanner, "plan_run", "plan (validate, round, change-detect)"),
+    (RunPlanner, "plan_run", "plan (validate, round, change-detect)"),
     (RowBuffer, "apply_run", "buffer (apply the plan, append rows)"),
     (mrec.TrajectoryWriter, "_commit", "commit (automatic flushes), of which"),
     (zarr_append.ShardedAppender, "land", "  land: encode, pwrite"),

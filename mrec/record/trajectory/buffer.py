@@ -314,7 +314,7 @@ class RowBuffer:
     def apply_run(self, run: RunPlan) -> None:
         """Apply a plan of :meth:`~mrec.record.trajectory.plan.FramePlanner.plan_run` (the writer's
         frame count is the caller's to advance)."""
-        F, i0, plans, box_updates, first_step = run
+        F, i0, plans, box_updates, first_step, steps, times, meta = run
         blocks = self.blocks
         for name, rows, values, masks, upd, lazy in plans:
             bs = blocks[name]
@@ -327,9 +327,16 @@ class RowBuffer:
             if k >= F:
                 break
             self._add_box(box, i0 + k)
-        self._add_steps(first_step, F)
+        if steps is None:
+            self._add_steps(first_step, F)
+        else:
+            self._add_values(self.step, steps[:F], "step", "i64")
         if self.has_time is None:
-            self.has_time = False
+            self.has_time = times is not None
+        if times is not None:
+            self._add_values(self.time, times[:F], "time", "f64")
+        for key, v in (meta or {}).items():
+            self.meta[key].append(v[:F])
 
     def _add_updates(self, bs: _BlockState, i0: int, rows: int, values: dict, masks: dict, ks, lazy=None) -> None:
         """_add_update for the run's updates at frames i0 + ks, the contiguous regular / indexed tail at once.
@@ -392,6 +399,41 @@ class RowBuffer:
         s.n += count - k
         s.last = first + count - 1
 
+
+    def _add_values(self, s: _Series, values: np.ndarray, name: str, dtype: str) -> None:
+        """_add_series of each of ``values`` in turn, the progression checked at once (exactly: an
+        integer series continues while each value is the last plus the stride, a float one while
+        each value's bits are ``start + float(i) * stride``'s)."""
+        k, n = 0, len(values)
+        while k < n and s.array is None and s.n < 2:
+            self._add_series(s, values[k].item(), name, dtype)
+            k += 1
+        if k == n:
+            return
+        rest = values[k:]
+        if s.array is None:
+            if s.integer:
+                if abs(s.last) >= 2**62 or abs(s.stride) >= 2**62 or np.abs(rest).max() >= 2**62:
+                    for v in rest.tolist():       # differences that could overflow int64: one by one
+                        self._add_series(s, v, name, dtype)
+                    return
+                ok = np.diff(rest, prepend=np.int64(s.last)) == s.stride
+            else:
+                expect = s.start + np.arange(s.n, s.n + len(rest), dtype=np.int64).astype(np.float64) * s.stride
+                ok = expect.view(np.uint64) == rest.view(np.uint64)
+            m = len(rest) if ok.all() else int(np.argmin(ok))
+            s.n += m
+            if m:
+                s.last = rest[m - 1].item()
+            if m == len(rest):
+                return
+            self._add_series(s, rest[m].item(), name, dtype)      # the break: the array, with its history
+            rest = rest[m + 1:]
+            if not len(rest):
+                return
+        s.array.append(rest)
+        s.n += len(rest)
+        s.last = rest[-1].item()
 
     def _add_series(self, s: _Series, v, name: str, dtype: str) -> None:
         if s.array is None and not s.fits(v):

@@ -39,7 +39,8 @@ from .buffer import RowBuffer, _BlockState
 from .commit import Committer, Guard
 from .land import Lander, _Writer, _array_meta, _dense_meta, read_arr
 from .layout import TRAJ, load_layout, tag_layout
-from .plan import FramePlanner, target_max
+from .batch_plan import RunPlanner
+from .plan import target_max
 from .reader import TrajectoryReader
 
 
@@ -68,7 +69,7 @@ class Start:
     pipeline: bool
     nframes: int                     # the frames committed (reopen: nstep)
     guard: Guard                     # the lock, no failure yet
-    planner: FramePlanner
+    planner: RunPlanner
     buffer: RowBuffer
     lander: Lander
     committer: Committer
@@ -82,10 +83,10 @@ def check_durable(durable) -> None:
 
 
 def _stages(store, schema, durable, guard: Guard, system: dict, buffer: RowBuffer, *, marker: dict,
-            committed: int) -> tuple[FramePlanner, Lander, Committer]:
+            committed: int) -> tuple[RunPlanner, Lander, Committer]:
     """The planner (reading the buffer), the lander (watching its arrays) and the committer."""
     lander = Lander(store, buffer.writers)
-    return (FramePlanner(schema, system, store.root, buffer), lander,
+    return (RunPlanner(schema, system, store.root, buffer), lander,
             Committer(store, schema, lander, guard, marker=marker, committed=committed))
 
 

@@ -13,8 +13,8 @@ converted to the declared dtypes and rounded to their declared precision; a bloc
 equal its latest update is dropped from the plan (change detection).  Nothing here changes the
 writer: a refusal raises before :mod:`~mrec.record.trajectory.buffer` applies the plan.
 
-:meth:`FramePlanner.plan_run` is the batch form (:meth:`TrajectoryWriter.extend`, and ``append``
-of a regular frame): a run of frames of one structure stacked, rounded and change-detected as
+:mod:`~mrec.record.trajectory.batch_plan` holds the batch form (:meth:`TrajectoryWriter.extend`,
+and ``append`` of a regular frame): a run of frames of one structure stacked, rounded and change-detected as
 ``(frames, rows)`` arrays, cut before the first frame the general plan would refuse.  A pipelined
 writer's ``append`` of one regular frame copies its ``f64`` columns unrounded instead and decides
 "changed" from a few rounded values a column (:func:`~mrec.record.model.precision.rounded_head`); its
@@ -142,7 +142,10 @@ class RunPlan(NamedTuple):
     first: int                 # the first frame's number
     blocks: list               # [(block, rows, {column: (F, rows, ...)}, {column: mask}, updated (F,) bool, lazy)]
     box_updates: list          # [(k, Box)]: the frames of the run whose cell changed
-    first_step: int            # the run's steps are first_step .. first_step + count - 1
+    first_step: int            # the first frame's step
+    steps: Any = None          # None: the default steps first_step .. first_step + count - 1; else int64 (count,)
+    times: Any = None          # None: no times; else float64 (count,)
+    meta: Any = None           # None, or meta key -> its values, (count, ...) of the key's stored dtype
 
 
 class LatestState(Protocol):
@@ -168,7 +171,6 @@ class FramePlanner:
         self.system = system
         self.root = root
         self.latest = latest
-        self._fast_spec_cache: dict | None | bool = False
 
     def _check_system(self, plans: dict, i: int) -> None:
         for name, (rows, values, _masks) in plans.items():
@@ -329,222 +331,3 @@ class FramePlanner:
         self._check_resolved(plans, i)
         box = self._plan_box(f, i)
         return FramePlan(i, step, time, meta_values, plans, box)
-
-    def _fast_spec(self):
-        """block -> (rows fixed by structural_shape or None, [(column, numpy dtype, trailing, precision,
-        nullable)]) for blocks the batch path can take; None when the schema rules the batch path out."""
-        spec = self._fast_spec_cache
-        if spec is not False:
-            return spec
-        spec = {}
-        if self.schema.meta:
-            spec = None
-        else:
-            for name, decl in self.schema.blocks.items():
-                if decl.aligned_with is not None or decl.targets:
-                    spec = None
-                    break
-                cols = []
-                for c, cd in decl.columns.items():
-                    if cd.dtype == "string" or 0 in cd.trailing:
-                        cols = None
-                        break
-                    cols.append((c, numpy_dtype(cd.dtype), tuple(cd.trailing), cd.precision, cd.nullable))
-                if cols:
-                    fixed = math.prod(decl.structural_shape) if decl.structural_shape is not None else None
-                    groups: dict = {}
-                    for c, dt, tr, p, _n in cols:
-                        groups.setdefault((p, tr) if p is not None else (None, c), []).append(c)
-                    nullable = [c for c, *_rest, n in cols if n]
-                    spec[name] = (fixed, cols, [(k[0], g) for k, g in groups.items()], nullable)
-        self._fast_spec_cache = spec
-        return spec
-
-    @staticmethod
-    def _fast_blocks(fr, spec):
-        """(blocks, their (name, rows) signature, the cell as given or None) of ``fr`` when the batch
-        path can take it, else None."""
-        parts = _plain_parts(fr)
-        if parts is None:
-            return None
-        blocks, box = parts
-        sig = []
-        for name, given in blocks.items():
-            s = spec.get(name) if type(name) is str else None
-            if s is None or type(given) is not dict:
-                return None
-            fixed, cols = s[0], s[1]
-            if len(given) != len(cols):
-                return None
-            rows = -1
-            for c, dt, trailing, _p, _n in cols:
-                a = given.get(c)
-                if type(a) is not np.ndarray or a.dtype != dt or a.shape[1:] != trailing or a.ndim != 1 + len(trailing):
-                    return None
-                if rows < 0:
-                    rows = a.shape[0]
-                elif a.shape[0] != rows:
-                    return None
-            if rows <= 0 or (fixed is not None and rows != fixed):
-                return None
-            sig.append((name, rows))
-        if not sig:
-            return None
-        return blocks, tuple(sig), box
-
-    @staticmethod
-    def _same_structure(fr, tmpl):
-        """(blocks, cell or None) of ``fr`` when it has exactly the blocks, columns, dtypes and shapes
-        of ``tmpl`` (what :meth:`_fast_blocks` accepted for the run's first frame), else None."""
-        parts = _plain_parts(fr)
-        if parts is None:
-            return None
-        blocks, box = parts
-        if len(blocks) != len(tmpl):
-            return None
-        for name, ncols, cols in tmpl:
-            given = blocks.get(name)
-            if type(given) is not dict or len(given) != ncols:
-                return None
-            for c, dt, shape in cols:
-                a = given.get(c)
-                if type(a) is not np.ndarray or a.shape != shape or (a.dtype is not dt and a.dtype != dt):
-                    return None
-        return blocks, box
-
-
-    def plan_run(self, batch: list, pos: int, index: int, room: int, pipeline: bool) -> RunPlan | None:
-        """Plan the longest run of regular frames from batch[pos] (frame number ``index``), at most
-        ``room`` frames (up to the next automatic flush; at least one), exactly as :meth:`plan_frame`
-        one by one would; None when batch[pos] goes to the general plan.  ``pipeline``: a run of one
-        frame leaves its rounding to the committer thread.  Changes nothing."""
-        latest = self.latest
-        if latest.has_time:
-            return None
-        spec = self._fast_spec()
-        if spec is None:
-            return None
-        last = latest.step.last
-        first_step = 0 if last is None else last + 1
-        end = min(len(batch), pos + max(1, room), pos + max(0, I64_MAX - first_step + 1))
-        if end <= pos:
-            return None
-        head = self._fast_blocks(batch[pos], spec)
-        if head is None:
-            return None
-        blocks0, sig, box0 = head
-        run, boxes = [blocks0], [box0]
-        # the next frames must have the head's exact structure: one shape comparison per column
-        if end > pos + 1:
-            tmpl = [(name, len(spec[name][1]), [(c, dt, (rows, *tr)) for c, dt, tr, _p, _n in spec[name][1]])
-                    for name, rows in sig]
-        for k in range(pos + 1, end):
-            b = self._same_structure(batch[k], tmpl)
-            if b is None:
-                break
-            run.append(b[0])
-            boxes.append(b[1])
-        F = len(run)
-        # ---- the cells: built and change-detected as _plan_box would, frame after frame ----
-        box_updates = []
-        cut = F
-        bx = latest.box
-        defined, last_box = bx.defined, bx.last
-        for k, raw in enumerate(boxes):
-            if raw is None:
-                continue
-            try:
-                box = raw if isinstance(raw, Box) else Box.from_any(raw)
-            except Exception:          # a malformed cell: append builds and refuses it
-                cut = k
-                break
-            if defined is not None and defined != box.defined:
-                cut = k                # append refuses the cell_defined change
-                break
-            if last_box is not None and _box_equal(last_box, box):
-                continue
-            box_updates.append((k, box))
-            if defined is None:
-                defined = box.defined
-            last_box = box
-        if cut == 0:
-            return None
-        if cut < F:
-            run, F = run[:cut], cut
-        # ---- plan: stacks, rounding, change detection, the system/ alignment (nothing changes yet) ----
-        plans = []
-        # a pipelined append of one frame buffers its f64 columns unrounded (its own copy) and
-        # leaves the rounding to the committer thread; change detection rounds a few values
-        defer = F == 1 and pipeline
-        for name, rows in sig:
-            bs = latest.blocks[name]
-            values, masks = {}, {}
-            unrounded = []
-            for p, group in spec[name][2]:
-                if defer and p is not None and not (name in self.system and "id" in group):   # ids: as given
-                    srcs = [run[0][name][c] for c in group]
-                    v = stack_rows(srcs)          # a fresh array: the writer's own copy
-                    unrounded.append((p, tuple(group), v))
-                    v = v.reshape(len(group), 1, *v.shape[1:])
-                    for g, c in enumerate(group):
-                        values[c] = v[g]
-                    continue
-                # the columns of one precision (and trailing shape) are stacked and rounded in one call
-                if len(group) == 1 and F == 1:
-                    src = run[0][name][group[0]]
-                    v = src[None]
-                    if p is not None:
-                        v = round_to_precision(v, p)
-                    v = _owned(v, src)      # the writer owns what it buffers: the caller may refill src
-                else:
-                    srcs = [blk[name][c] for c in group for blk in run]
-                    # stacked and rounded in one go unless a value is NaN / inf / huge
-                    v = stack_rounded(srcs, p) if p is not None else stack_rows(srcs)
-                    if v is None:
-                        v = round_to_precision(np.stack(srcs), p)
-                v = v.reshape(len(group), F, *v.shape[1:])
-                for g, c in enumerate(group):
-                    values[c] = np.ascontiguousarray(v[g])
-            for c in spec[name][3]:
-                masks[c] = np.ones((F, rows), bool)
-            lazy = None
-            if unrounded:
-                first, heads = bs.differs_unrounded(rows, {c: v[0] for c, v in values.items()},
-                                                    {c: m[0] for c, m in masks.items()}, unrounded)
-                lazy = ({c: p for p, cols, _v in unrounded for c in cols}, heads)
-            else:
-                first = bs.differs(rows, {c: v[0] for c, v in values.items()}, {c: m[0] for c, m in masks.items()})
-            if F == 1:
-                upd = _ONE_TRUE if first else _ONE_FALSE
-            else:
-                upd = np.zeros(F, bool)
-                upd[0] = first
-                for v in values.values():
-                    flat = v.reshape(F, -1)
-                    flat = flat.view(np.uint64) if flat.dtype.itemsize == 8 else flat.view(np.uint8)
-                    # a moving column differs in its first values: only the frames whose first
-                    # 8 values repeat the previous frame's are compared in full
-                    head = min(8, flat.shape[1])
-                    moved = (flat[1:, :head] != flat[:-1, :head]).any(axis=1)
-                    rest = np.flatnonzero(~moved)
-                    if len(rest):
-                        moved[rest] = (flat[rest + 1] != flat[rest]).any(axis=1)
-                    upd[1:] |= moved
-            if name in self.system:
-                n, ids = self.system[name]
-                bad = upd.copy() if rows != n else np.zeros(F, bool)
-                if ids is not None and "id" in values and rows == n:
-                    ids = np.asarray(ids)
-                    v = values["id"]
-                    if v.dtype != ids.dtype or v.shape[1:] != ids.shape:
-                        same = np.zeros(F, bool)
-                    else:
-                        want = np.ascontiguousarray(ids).reshape(1, -1).view(np.uint8)
-                        same = (v.reshape(F, -1).view(np.uint8) == want).all(axis=1)
-                    bad = upd & ~same
-                if bad.any():
-                    cut = min(cut, int(np.argmax(bad)))
-            plans.append((name, rows, values, masks, upd, lazy))
-        if cut == 0:
-            return None                # the first frame is refused: append raises it
-        return RunPlan(cut, index, plans, box_updates, first_step)

@@ -7,9 +7,9 @@ writer holds them all, and what crosses between them is a frozen plan or a batch
 stage (module)                  owns                                              hands on
 ==============================  ================================================  ============================
 :class:`~.plan.FramePlanner`    the schema, the ``system/`` alignment, the batch  a :class:`~.plan.FramePlan`
-(:mod:`~.plan`)                 path's spec; reads the buffer's latest state      or :class:`~.plan.RunPlan`
-                                through a read-only view (``LatestState``);       (validated, rounded,
-                                no I/O, refuses, changes nothing                  change-detected)
+(:mod:`~.plan`; the writer's    path's spec; reads the buffer's latest state      or :class:`~.plan.RunPlan`
+``RunPlanner`` adds the batch   through a read-only view (``LatestState``);       (validated, rounded,
+path, :mod:`~.batch_plan`)      no I/O, refuses, changes nothing                  change-detected)
 :class:`~.buffer.RowBuffer`     the blocks (latest update, index arrays), the     a :class:`~.buffer.CommitBatch`
 (:mod:`~.buffer`)               cell, the step / time progressions, the meta      (:meth:`~.buffer.RowBuffer.take`:
                                 arrays, whether frames carry times; one           the arrays in landing order,
@@ -123,10 +123,12 @@ class TrajectoryWriter:
     def append(self, frame, step=None, time=None) -> None:
         """Validate and buffer one frame (step defaults to last + 1, from 0).
 
-        A regular frame with the default step and no time takes the batch path of :meth:`extend`
-        (a run of one frame); the store is the same (``spec_tests/record/trajectory/test_extend.py``)."""
+        A regular frame (blocks of numpy columns, a cell, scalar per-step meta values; any step and
+        time) takes the batch path of :meth:`extend` (a run of one frame,
+        :mod:`~mrec.record.trajectory.batch_plan`); the store is the same
+        (``spec_tests/record/trajectory/test_extend.py``)."""
         self._check_workers()
-        if step is None and time is None and self._extend_run((frame,), 0):
+        if self._extend_run((frame,), 0, None if step is None else (step,), None if time is None else (time,)):
             return
         self._append_checked(frame, step, time)
 
@@ -141,17 +143,24 @@ class TrajectoryWriter:
     #: frames taken from ``extend``'s iterable at a time (bounds the stacked copies of one run)
     EXTEND_WINDOW = 4096
 
-    def extend(self, frames) -> None:
-        """Append many frames: exactly ``for f in frames: self.append(f)``, at per-batch cost where it can.
+    def extend(self, frames, *, steps=None, times=None) -> None:
+        """Append many frames: exactly ``for f, s, t in zip(frames, steps, times): self.append(f, s, t)``,
+        at per-batch cost where it can.
+
+        ``steps`` / ``times``: None (default steps / no times) or iterables giving each frame's
+        ``step`` / ``time`` (an entry None: the default); one shorter than ``frames`` is refused
+        (``bad_argument``) when it runs out, the frames before that point appended.
 
         The store, the automatic flush points and every refusal are those of the loop.  Runs of
-        *regular* frames (plain ``{"blocks": ...}`` dicts, a dict of blocks or :class:`Frame` objects
-        with numpy columns of exactly the declared dtype and trailing shape, the same blocks and row
-        counts in each frame, no masks / meta / precision / block attributes, default steps) are
-        validated, rounded and change-detected as ``(frames, rows)`` stacks and fed to each array once
-        per run (a cell, ``"box"``, is built and change-detected frame by frame as append does); a
-        schema with meta keys, ``aligned_with`` or ``targets``, a writer with times, and any other frame
-        take :meth:`append` itself.
+        *regular* frames (plain ``{"blocks": ..., "box": ..., "meta": ...}`` dicts, a dict of blocks
+        or :class:`Frame` objects with numpy columns of exactly the declared dtype and trailing
+        shape, the same blocks and row counts in each frame, no masks / precision / block
+        attributes, meta values of a scalar tag given as its own type) are validated, rounded and
+        change-detected as ``(frames, rows)`` stacks and fed to each array once per run, with their
+        steps, times and meta values (a cell, ``"box"``, is built and change-detected frame by frame
+        as append does); a schema with ``aligned_with``, ``targets``, string columns or meta keys of
+        other tags, and any other frame take :meth:`append` itself
+        (:mod:`~mrec.record.trajectory.batch_plan`).
 
         Not atomic, like the loop: a frame that :meth:`append` refuses raises the same
         :class:`RefusalError` (the refused frame itself always goes through :meth:`append`); the frames
@@ -162,32 +171,39 @@ class TrajectoryWriter:
         to have runs batched.
         """
         window = self.EXTEND_WINDOW if isinstance(frames, (list, tuple)) else 1
-        try:
-            it = iter(frames)
-        except TypeError:
-            raise RefusalError(f"extend takes an iterable of frames, found {type(frames).__name__}",
-                               kind="bad_argument") from None
+        it = _iterate(frames, "frames")
+        step_it = None if steps is None else _iterate(steps, "steps")
+        time_it = None if times is None else _iterate(times, "times")
         while True:
             batch = list(itertools.islice(it, window))
             if not batch:
                 return
+            bsteps = _aligned_values(step_it, len(batch), "steps")
+            btimes = _aligned_values(time_it, len(batch), "times")
+            n_given = min([len(batch), *(len(v) for v in (bsteps, btimes) if v is not None)])
             pos = 0
-            while pos < len(batch):
+            while pos < n_given:
                 self._check_workers()
-                n = self._extend_run(batch, pos)
+                n = self._extend_run(batch[:n_given], pos, bsteps, btimes)
                 if n:
                     pos += n
                 else:
-                    self._append_checked(batch[pos])
+                    self._append_checked(batch[pos], None if bsteps is None else bsteps[pos],
+                                         None if btimes is None else btimes[pos])
                     pos += 1
+            if n_given < len(batch):
+                short = "steps" if bsteps is not None and len(bsteps) == n_given else "times"
+                raise RefusalError(f"extend: {short} ran out after {self.nframes} frames in all, before the "
+                                   "frames did (one value a frame)", kind="bad_argument")
 
-    def _extend_run(self, batch: list, pos: int) -> int:
+    def _extend_run(self, batch, pos: int, steps=None, times=None) -> int:
         """Append the longest run of regular frames from batch[pos] up to the next automatic flush,
         exactly as :meth:`append` one by one would; the number taken (0: batch[pos] goes to append)."""
         if self.closed or self.guard.failed is not None:
             return 0
         n = self.nframes
-        run = self.planner.plan_run(batch, pos, n, self.flush_every - (n - self._flushed), self.pipeline)
+        run = self.planner.plan_run(batch, pos, n, self.flush_every - (n - self._flushed), self.pipeline,
+                                    steps, times)
         if run is None:
             return 0
         self.buffer.apply_run(run)
@@ -335,3 +351,17 @@ class TrajectoryWriter:
     def __repr__(self) -> str:
         from ..model.describe import writer_repr
         return writer_repr(self)
+
+
+def _aligned_values(it, n: int, what: str) -> list | None:
+    """The next ``n`` values of ``extend``'s ``steps`` / ``times`` iterator (fewer when it runs out)."""
+    return None if it is None else list(itertools.islice(it, n))
+
+
+def _iterate(values, what: str):
+    """iter(values), or the refusal (``bad_argument``) naming what was given instead of an iterable."""
+    try:
+        return iter(values)
+    except TypeError:
+        raise RefusalError(f"extend takes an iterable of {what}, found {type(values).__name__}",
+                           kind="bad_argument") from None

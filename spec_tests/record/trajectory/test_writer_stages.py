@@ -20,6 +20,7 @@ from mrec.record.trajectory import opening
 from mrec.record.trajectory.buffer import CommitBatch, RowBuffer, _BlockState, _BoxState, _Series
 from mrec.record.trajectory.commit import Committer, Guard
 from mrec.record.trajectory.land import Lander
+from mrec.record.trajectory.batch_plan import RunPlanner
 from mrec.record.trajectory.plan import FramePlan, FramePlanner, RunPlan
 from mrec.record.trajectory.writer import TrajectoryWriter
 
@@ -49,8 +50,8 @@ class _Latest:
         self.has_time = None
 
 
-def _planner(schema, latest=None) -> FramePlanner:
-    return FramePlanner(schema, {}, "/nowhere.mrec", latest or _Latest(schema))
+def _planner(schema, latest=None) -> RunPlanner:
+    return RunPlanner(schema, {}, "/nowhere.mrec", latest or _Latest(schema))
 
 
 def _started(tmp_path, *, durable=False, pipeline=False):

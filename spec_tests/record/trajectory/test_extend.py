@@ -285,8 +285,10 @@ def test_extend_refuses_frames_unaligned_with_the_system_block(tmp_path):
     assert hashes["loop"] == hashes["batch"]
 
 
-def test_extend_with_meta_keys_or_times_takes_append(tmp_path):
-    """A schema with meta keys, and a writer whose frames carry times, go frame by frame: same store."""
+def test_extend_with_meta_keys_or_times_writes_the_loops_store(tmp_path):
+    """A schema with meta keys (frames giving none: every value its fill) writes the loop's store, and
+    frames without times after one with a time are refused (test_extend_md_frames.py: meta values,
+    steps and times on the batch path)."""
     frames = walk(10)
     for m in ("loop", "batch"):
         w = TrajectoryWriter.create(tmp_path / f"{m}.mrec", schema(meta=True), flush_every=3, durable=False)

@@ -24,6 +24,8 @@ issue's targets, met or not):
     memory                                                         writer peak memory against nstep
     profile                                                        cProfile of the small-frame writer
     issue16                                                        issue 16's targets, each next to its baseline
+    issue29                                                        issue 29's six targets (realistic MD frames,
+                                                                   public reads, random frames, MD surfaces)
     all
 
     .venv/bin/python -m tools.bench [--quick] all
@@ -59,6 +61,7 @@ import numpy as np
 
 from .issue7 import memory, open_time, profile, size, targets, throughput
 from .issue16 import issue16
+from .issue29 import issue29
 from .workloads import workloads
 
 
@@ -81,6 +84,8 @@ def main(argv=None) -> None:
     sub.add_parser("memory", help="writer peak memory against nstep")
     sub.add_parser("profile", help="cProfile of the small-frame writer")
     sub.add_parser("issue16", help="issue 16's targets (pipelined writer, reads on every core, batch reads)")
+    sub.add_parser("issue29", help="issue 29's six targets: realistic MD frames, public reads, random frames, "
+                   "MD surfaces")
     sub.add_parser("all", help="everything, then the issue's targets")
     args = ap.parse_args(argv)
     args.repeat = args.repeat or (2 if args.quick else 3)
@@ -109,6 +114,8 @@ def main(argv=None) -> None:
             targets()
         if args.cmd in ("issue16", "all"):
             issue16(work, args.quick)
+        if args.cmd in ("issue29", "all"):
+            issue29(work, args.quick)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nrun {time.perf_counter() - t0:.0f} s")

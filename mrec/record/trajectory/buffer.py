@@ -405,6 +405,10 @@ class RowBuffer:
         integer series continues while each value is the last plus the stride, a float one while
         each value's bits are ``start + float(i) * stride``'s)."""
         k, n = 0, len(values)
+        if n < 8:                  # a few values (append: one): the scalar checks cost less than numpy's
+            for v in values.tolist():
+                self._add_series(s, v, name, dtype)
+            return
         while k < n and s.array is None and s.n < 2:
             self._add_series(s, values[k].item(), name, dtype)
             k += 1

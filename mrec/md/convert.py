@@ -204,7 +204,7 @@ def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progr
     from ..record.whole.system_last import begin_record
     from ..record.trajectory.writer import TrajectoryWriter
     from .parts import chained_frames, select_atoms, source_list
-    from .sizing import frames_hint
+    from .sizing import compact_unsynced, frames_hint
     import warnings
     parts = source_list(src)
     src = parts[0]
@@ -262,7 +262,7 @@ def _import_mda(src, live, top, sel, precision, profile, compression, fmt, progr
                 n += 1
                 if progress is not None:
                     progress.update(n)
-    pending.write()
+    pending.write(documents=compact_unsynced)
     res.frames = n
     res.atoms = len(ag)
     return res

@@ -363,7 +363,7 @@ class MRECWriter(WriterBase):
         if w is not None:
             w.close()
             self._w = None
-            self._system.write()
-            from .sizing import finish_record
+            from .sizing import compact_unsynced, finish_record
+            self._system.write(documents=compact_unsynced)
             finish_record(self._target, self._live)
 

@@ -24,7 +24,8 @@ any other value is the writer's knob as given.
 """
 from __future__ import annotations
 
-__all__ = ["AUTO", "MD_COMPRESSION", "COMPACT_COMPRESSION", "md_compression", "frames_hint", "finish_record"]
+__all__ = ["AUTO", "MD_COMPRESSION", "COMPACT_COMPRESSION", "md_compression", "frames_hint", "finish_record",
+           "compact_unsynced"]
 
 #: the default of the MD surfaces' ``compression``: they choose
 AUTO = "auto"
@@ -63,3 +64,12 @@ def finish_record(target, live: str) -> None:
     from ..archive.repack import compact_documents
     compact_documents(live, fsync=not target.out.endswith(ARCHIVE_SUFFIX), minimal=True)
     target.finish()
+
+
+def compact_unsynced(directory: str) -> None:
+    """Rewrite the ``zarr.json`` documents under ``directory`` compact, without fsync: what
+    :func:`finish_record` does to the whole record, done early on a group whose writer fsyncs it next
+    (:meth:`~mrec.record.whole.system_last.PendingSystem.write`), so its documents are fsynced once,
+    compact, and :func:`finish_record` finds nothing left to rewrite there."""
+    from ..archive.repack import compact_documents
+    compact_documents(directory, fsync=False, minimal=True)

@@ -102,3 +102,21 @@ def test_without_a_trajectory(tmp_path):
     ref = tmp_path / "ref.mrec"
     write_record(ref, meta={}, system=_system())
     assert _tree(path) == _tree(ref)
+
+
+def test_documents_compacted_before_the_fsyncs(tmp_path):
+    """The MD surfaces compact the system's documents inside write (then finish_record finds them
+    compact): the record is the one compacted after the fact."""
+    from mrec.archive.repack import compact_documents
+    from mrec.md.sizing import compact_unsynced
+    ref, path = tmp_path / "ref.mrec", tmp_path / "a.mrec"
+    write_record(ref, meta={}, system=_system())
+    _trajectory(ref)
+    compact_documents(ref, minimal=True)
+    pending = begin_record(path, meta={}, system=_system(), schema=_schema())
+    _trajectory(path)
+    seen = []
+    pending.write(documents=lambda d: (seen.append(d), compact_unsynced(d)))
+    assert seen == [str(path / "system")]
+    assert compact_documents(path, minimal=True) > 0          # the trajectory's, not the system's
+    assert _tree(path) == _tree(ref)

@@ -70,7 +70,7 @@ def compare(r: mrec.TrajectoryReader, want: list[dict], n: int) -> str | None:
         if e["box"] is not None and any(bits(getattr(f.box, a)) != bits(np.asarray(getattr(e["box"], a)))
                                         for a in ("vectors", "origin", "boundary")):
             return f"frame {i}: box differs: {f.box} != {e['box']}"
-        if bits(np.float64(f.meta["pe"])) != bits(np.float64(e["meta"]["pe"])) or f.meta["tag"] != e["meta"]["tag"]:
+        if bits(np.float64(f.meta["pe"])) != bits(np.float64(e["meta"]["pe"])) or f.meta.get("tag", "") != e["meta"]["tag"]:
             return f"frame {i}: meta {f.meta} != {e['meta']}"
     return None
 

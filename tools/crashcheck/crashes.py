@@ -25,7 +25,7 @@ def run(quick: bool, seeds: int, ordered: bool, verbose: bool, limit_cuts: int |
         for plan in chosen(plans(quick), only):
             ops, root, frames, sim, (published, durable) = recorded(plan, work, writer_durable, pipeline)
             want = expected_frames(frames)
-            check = Checker(want)
+            check = Checker(want, plan.extra_frame)
             cuts = range(len(ops) + 1)
             if limit_cuts:
                 cuts = range(0, len(ops) + 1, max(1, (len(ops) + 1) // limit_cuts))

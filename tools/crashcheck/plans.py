@@ -1,6 +1,7 @@
 """The scripted writer sessions the checker records: their schema, actions and frames.
 
 ``Plan`` is a session of small frames (a regular block, a ragged one, masks, a changing box, meta);
+``MdPlan`` one of an engine's frames (the writer's batch path: steps, times, a cell, energies);
 ``LargePlan`` one of large frames (every block's frame one inner chunk), which ``--reopen`` adds.
 """
 from __future__ import annotations
@@ -96,11 +97,48 @@ class Plan:
                 "meta": {"pe": -7.0 - k, "tag": "re"}}
 
 
+def md_schema() -> mrec.SequenceSchema:
+    """Frames as a simulation hands them: a fixed block of moving atoms, scalar f64 meta (energies)."""
+    s = mrec.SequenceSchema()
+    s.declare_block("atoms", rows=4, fixed=True)
+    s.declare_column("atoms", "x", "f64", precision=PREC)
+    s.declare_column("atoms", "y", "f64")
+    s.declare_meta("pe", "f64")
+    s.declare_meta("ke", "f64")
+    return s
+
+
+class MdPlan(Plan):
+    """A session of an engine's frames — every frame's atoms moving, a cell (the same ``Box`` object
+    until it changes), explicit steps and times, energies as per-step meta — all on the writer's
+    batch path (``batch_plan``): the commit protocol's guarantees there too."""
+
+    make_schema = staticmethod(md_schema)
+
+    def __init__(self, name: str, seed: int, nframes: int, **kw):
+        self._cell = None
+        super().__init__(name, seed, nframes, ragged=False, **kw)
+
+    def make_frame(self, rng, i: int) -> dict:
+        if self._cell is None or (self.box_every and i % self.box_every == 0):
+            self._cell = mrec.Box(np.eye(3) * (20.0 + i))
+        return {"blocks": {"atoms": {"x": rng.normal(size=4), "y": rng.normal(size=4)}}, "box": self._cell,
+                "meta": {"pe": float(rng.normal()), "ke": float(rng.random())}}
+
+    @staticmethod
+    def extra_frame(k: int) -> dict:
+        return {"blocks": {"atoms": {"x": np.full(4, 0.5 + k), "y": np.full(4, -1.5 - k)}},
+                "box": mrec.Box(np.eye(3) * 99.0), "meta": {"pe": -7.0 - k, "ke": 1.0 + k}}
+
+
 def plans(quick: bool) -> list[Plan]:
     if quick:
         return [Plan("quick", 1, 5, flush_every=2, explicit_every=3, reopen_at=(4,), box_every=2,
-                     irregular_from=3)]
+                     irregular_from=3),
+                MdPlan("md-quick", 2, 6, flush_every=2, explicit_every=5, box_every=4, irregular_from=4)]
     return [
+        MdPlan("md-frames", 15, 24, flush_every=3, explicit_every=7, reopen_at=(12,), box_every=6,
+               irregular_from=16),
         Plan("regular-auto", 11, 24, flush_every=3, explicit_every=0, ragged=False),
         Plan("ragged-explicit", 12, 20, flush_every=4, explicit_every=3, box_every=5),
         Plan("reopen-irregular", 13, 24, flush_every=2, explicit_every=7, reopen_at=(8, 15), box_every=3,

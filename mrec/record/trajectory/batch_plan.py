@@ -252,6 +252,9 @@ class RunPlanner(FramePlanner):
             for (key, _dt, _f), v in zip(mspec, row):
                 cols[key].append(v)
             n += 1
+        if len({dt for _k, dt, _f in mspec}) == 1:       # one dtype (energies): one array, a row a key
+            a = np.array(list(cols.values()), mspec[0][1])
+            return n, dict(zip(cols, a))
         return n, {key: np.array(cols[key], dt) for key, dt, _f in mspec}
 
     def _run_boxes(self, boxes: list) -> tuple[int, list]:
@@ -260,7 +263,7 @@ class RunPlanner(FramePlanner):
         bx = self.latest.box
         defined, last_box = bx.defined, bx.last
         for k, raw in enumerate(boxes):
-            if raw is None:
+            if raw is None or raw is last_box:     # the cell last stored, as an NVT engine hands it again
                 continue
             try:
                 box = raw if isinstance(raw, Box) else Box.from_any(raw)

@@ -238,6 +238,38 @@ def read_together(arrays: list, start: int, stop: int, threads: int | None = Non
     otherwise.  ``edges``: the rows need not begin and end on inner-chunk boundaries -- the inner
     chunks holding the first and the last rows are decoded whole with the others and cut (each
     result is then a view of the rows of a larger array)."""
+    got = _together(arrays, start, stop, edges)
+    if got is None:
+        return None
+    lo, hi = got[0], got[1]
+    m = arrays[0].meta
+    out = np.empty((len(arrays), hi - lo, *m.shape[1:]), dtype=m.data_type.numpy)
+    if not _decode_together(got, out, threads):
+        return None
+    return list(out[:, start - lo:stop - lo])
+
+
+def read_together_into(arrays: list, start: int, stop: int, out: np.ndarray, threads: int | None = None) -> bool:
+    """:func:`read_together` with ``edges=True`` decoded into ``out`` (a buffer reused from call to
+    call: no fresh pages): ``(len(arrays), rows, *trailing)``, C-contiguous, of the arrays' dtype,
+    ``rows`` those of the inner chunks holding rows [start, stop) (``out[k, start - lo]`` is row
+    ``start`` of array k, ``lo`` the first row of its inner chunk).  False when :func:`read_together`
+    would be None (``out`` then holds anything)."""
+    got = _together(arrays, start, stop, True)
+    if got is None:
+        return False
+    m = arrays[0].meta
+    if out.shape != (len(arrays), got[1] - got[0], *m.shape[1:]) or out.dtype != m.data_type.numpy \
+            or not out.flags.c_contiguous:
+        return False
+    return _decode_together(got, out, threads)
+
+
+def _together(arrays: list, start: int, stop: int, edges: bool) -> tuple | None:
+    """``(lo, hi, batch decoder, pieces, layout)``: the whole inner chunks covering rows [start,
+    stop) of every array (``edges``; else [start, stop) must be whole inner chunks), fetched as one
+    range a shard and array -- when the arrays are plain columns of one geometry, dtype and inner
+    pipeline, their indexes read as written and the chunks lying back to back; else None."""
     if len(arrays) < 2 or stop <= start or start < 0:
         return None
     first = arrays[0]
@@ -250,7 +282,7 @@ def read_together(arrays: list, start: int, stop: int, threads: int | None = Non
     spans = [spot] if spot is not None else plan.together_spans(geo, lo, hi)
     if spans is None:
         return None
-    tail, ibytes = geo[2], geo[3]
+    tail = geo[2]
     m = first.meta
     pieces, layout = [], []
     for arr in arrays:
@@ -265,11 +297,15 @@ def read_together(arrays: list, start: int, stop: int, threads: int | None = Non
                 return None                      # not one range: the per-array path reads them
             pieces.extend(got[0])
             layout.append(got[1])
-    out = np.empty((len(arrays), hi - lo, *m.shape[1:]), dtype=m.data_type.numpy)
+    return lo, hi, batch, pieces, layout
+
+
+def _decode_together(got: tuple, out: np.ndarray, threads: int | None) -> bool:
+    """The pieces of :func:`_together` decoded into ``out`` (one row of whole chunks a piece, in
+    order) by one batch call."""
+    _lo, _hi, batch, pieces, layout = got
     dest = out.reshape(len(pieces), -1)
-    if not batch(pieces, dest, decode_parts(len(pieces), len(pieces) * ibytes, threads), layout):
-        return None
-    return list(out[:, start - lo:stop - lo]) if edges else list(out)
+    return batch(pieces, dest, decode_parts(len(pieces), dest.nbytes, threads), layout)
 
 
 def _together_run(arr, key: str, a0: int, n: int) -> tuple | None:

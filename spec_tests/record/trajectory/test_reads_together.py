@@ -72,10 +72,20 @@ def test_read_columns_of_a_run_is_each_column_alone(record, threads, lo, hi, ste
             assert v.flags.c_contiguous
 
 
+@pytest.fixture(params=["one group", "groups of two inner chunks"])
+def groups(request, monkeypatch):
+    """positions decodes a run a group of frames at a time: the default (every run here one group)
+    and groups of two inner chunks (runs of several groups, their ends inside inner chunks)."""
+    import mrec.record.trajectory.reads as reads
+    if request.param != "one group":
+        monkeypatch.setattr(reads, "POSITIONS_GROUP_BYTES", 3 * 8 * 2 * 3 * ATOMS)
+    return request.param
+
+
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lo=st.integers(-FRAMES - 2, FRAMES + 2), hi=st.integers(-FRAMES - 2, FRAMES + 2) | st.none(),
        step=st.sampled_from([None, 1, 3, -2]))
-def test_positions_of_a_run_are_the_columns_stacked(record, threads, lo, hi, step):
+def test_positions_of_a_run_are_the_columns_stacked(record, threads, groups, lo, hi, step):
     frames = slice(lo, hi, step)
     with mrec.TrajectoryReader(record) as r:
         want = np.stack([r.column("atoms", c, frames, threads=1) for c in "xyz"], axis=-1)
@@ -90,13 +100,15 @@ def test_the_columns_are_read_by_one_batch_call(record, threads, monkeypatch):
     pipeline) with x is read column by column."""
     import mrec.record.trajectory.reads as reads
     calls = []
-    real = reads.read_together
 
-    def spy(*a, **k):
-        got = real(*a, **k)
-        calls.append((a[1:3], got is not None))
-        return got
-    monkeypatch.setattr(reads, "read_together", spy)
+    def spy(real, ok):
+        def call(*a, **k):
+            got = real(*a, **k)
+            calls.append((a[1:3], ok(got)))
+            return got
+        return call
+    monkeypatch.setattr(reads, "read_together", spy(reads.read_together, lambda got: got is not None))
+    monkeypatch.setattr(reads, "read_together_into", spy(reads.read_together_into, bool))
     with mrec.TrajectoryReader(record) as r:
         want = {c: r.column("atoms", c) for c in "xyzq"}
         got = r.read_columns(slice(1, 38), [("atoms", "z"), ("atoms", "x")], threads=threads)
@@ -112,7 +124,7 @@ def test_the_columns_are_read_by_one_batch_call(record, threads, monkeypatch):
     assert calls == [((0, 9 * ATOMS), False)]
 
 
-def test_a_damaged_chunk_raises_what_column_raises(tmp_path, threads):
+def test_a_damaged_chunk_raises_what_column_raises(tmp_path, threads, groups):
     path = tmp_path / "t.mrec"
     _write(path)
     with mrec.TrajectoryReader(path) as r:

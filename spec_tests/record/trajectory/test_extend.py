@@ -132,10 +132,10 @@ class Pair:
     (Frame construction, check_frame, per-frame planning), ``append`` through append() (which takes
     the batch path for a regular frame), ``batch`` calls extend."""
 
-    def __init__(self, root, flush_every):
+    def __init__(self, root, flush_every, make_schema=schema):
         self.paths = {m: root / f"{m}.mrec" for m in ("loop", "append", "batch")}
         self.flush_every = flush_every
-        self.w = {m: TrajectoryWriter.create(p, schema(), flush_every=flush_every, durable=False)
+        self.w = {m: TrajectoryWriter.create(p, make_schema(), flush_every=flush_every, durable=False)
                   for m, p in self.paths.items()}
 
     def run(self, op):
@@ -179,12 +179,17 @@ class Pair:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(session())
 def test_extend_writes_the_bytes_of_append_one_by_one(tmp_path_factory, monkeypatch, s):
+    run_session(Pair, tmp_path_factory.mktemp("ext"), monkeypatch, s)
+
+
+def run_session(cls, root, monkeypatch, s) -> None:
+    """Run a drawn session (ops, flush_every, extend's window) through ``cls``'s writers."""
     ops, flush_every, window = s
     monkeypatch.setattr(TrajectoryWriter, "EXTEND_WINDOW", window)
-    pair = Pair(tmp_path_factory.mktemp("ext"), flush_every)
+    writers = cls(root, flush_every)
     for op in ops:
-        pair.run(op)
-    pair.close()
+        writers.run(op)
+    writers.close()
 
 
 def walk(n, atoms=3, seed=0):

@@ -18,19 +18,13 @@ from mrec.errors import RefusalError
 from mrec.record.trajectory.batch_plan import RunPlanner
 from mrec.record.trajectory.writer import TrajectoryWriter
 
-from test_extend import atoms, ions  # noqa: E402  (spec_tests is on sys.path under pytest)
+from test_extend import Pair, atoms, ions, run_session, schema as base_schema  # noqa: E402  (spec_tests is on sys.path under pytest)
 from test_traj_engine import tree_hash  # noqa: E402
 
 
 def schema():
-    s = mrec.SequenceSchema()
-    s.declare_block("atoms", rows=3)
-    s.declare_column("atoms", "x", "f64", precision=1e-3)
-    s.declare_column("atoms", "y", "f64")
-    s.declare_column("atoms", "id", "u64")
-    s.declare_block("ions")
-    s.declare_column("ions", "q", "f64", nullable=True)
-    s.declare_column("ions", "v", "f64", trailing=(3,), precision=1e-2)
+    """test_extend's blocks, with per-step meta keys of three scalar tags (two with fills)."""
+    s = base_schema()
     s.declare_meta("pe", "f64")
     s.declare_meta("n", "i64", fill=-1)
     s.declare_meta("ok", "bool", fill=True)
@@ -131,14 +125,11 @@ def session(draw):
     return ops, draw(st.integers(1, 9)), draw(st.sampled_from([4096, 4096, 1, 3]))
 
 
-class Trio:
+class Trio(Pair):
     """The same operations through the general path, append and extend (see the module docstring)."""
 
     def __init__(self, root, flush_every):
-        self.paths = {m: root / f"{m}.mrec" for m in ("loop", "append", "batch")}
-        self.flush_every = flush_every
-        self.w = {m: TrajectoryWriter.create(p, schema(), flush_every=flush_every, durable=False)
-                  for m, p in self.paths.items()}
+        super().__init__(root, flush_every, schema)
 
     def run(self, op):
         if op[0] in ("extend", "append"):
@@ -165,27 +156,13 @@ class Trio:
             except RefusalError as e:
                 kinds[m] = e.kind
         assert kinds["loop"] == kinds["append"] == kinds["batch"], op[0]
-        assert self.state("loop") == self.state("append") == self.state("batch")
-
-    def state(self, m):
-        w = self.w[m]
-        return (w.nframes, w.committed, w.buffer.step.last, w.buffer.has_time, tree_hash(self.paths[m]))
-
-    def close(self):
-        for w in self.w.values():
-            w.close()
-        assert tree_hash(self.paths["loop"]) == tree_hash(self.paths["append"]) == tree_hash(self.paths["batch"])
+        self.check()
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(session())
 def test_md_frames_on_the_batch_path_write_the_bytes_of_the_general_path(tmp_path_factory, monkeypatch, s):
-    ops, flush_every, window = s
-    monkeypatch.setattr(TrajectoryWriter, "EXTEND_WINDOW", window)
-    trio = Trio(tmp_path_factory.mktemp("md"), flush_every)
-    for op in ops:
-        trio.run(op)
-    trio.close()
+    run_session(Trio, tmp_path_factory.mktemp("md"), monkeypatch, s)
 
 
 def _md_frames(n, atoms=4):

@@ -140,28 +140,37 @@ class Pair:
 
     def run(self, op):
         kinds = {}
-        for m, w in self.w.items():
+        for m in list(self.w):
             try:
-                if op[0] == "extend":
-                    if m == "batch":
-                        w.extend(op[1])
-                    else:
-                        for f in op[1]:
-                            (w._append_checked if m == "loop" else w.append)(f)
-                elif op[0] == "append":
-                    last = w.buffer.step.last
-                    step = None if op[2] is None or last is None else last + op[2]
-                    (w._append_checked if m == "loop" else w.append)(op[1], step=step)
-                elif op[0] == "flush":
-                    w.flush()
-                else:
-                    w.close()
-                    self.w[m] = TrajectoryWriter.open(self.paths[m], flush_every=self.flush_every, durable=False)
+                self.apply(m, op)
                 kinds[m] = None
             except RefusalError as e:
                 kinds[m] = e.kind
         assert kinds["loop"] == kinds["append"] == kinds["batch"], op
         self.check()
+
+    def apply(self, m, op):
+        w = self.w[m]
+        if op[0] == "flush":
+            w.flush()
+        elif op[0] == "reopen":
+            w.close()
+            self.w[m] = TrajectoryWriter.open(self.paths[m], flush_every=self.flush_every, durable=False)
+        else:
+            self.add(m, w, op)
+
+    def add(self, m, w, op):
+        """An "extend" or "append" op through writer ``m``."""
+        if op[0] == "extend":
+            if m == "batch":
+                w.extend(op[1])
+            else:
+                for f in op[1]:
+                    (w._append_checked if m == "loop" else w.append)(f)
+        else:
+            last = w.buffer.step.last
+            step = None if op[2] is None or last is None else last + op[2]
+            (w._append_checked if m == "loop" else w.append)(op[1], step=step)
 
     def state(self, m):
         w = self.w[m]

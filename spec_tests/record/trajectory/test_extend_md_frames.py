@@ -137,26 +137,17 @@ class Trio(Pair):
             steps = steps_of(data.draw, len(frames), self.w["loop"].buffer.step.last)
             if data.draw(st.booleans()):
                 steps = None
-            times = times_of(data.draw, len(frames))
-        kinds = {}
-        for m, w in self.w.items():
-            try:
-                if op[0] in ("extend", "append") and m == "batch":
-                    w.extend(frames, steps=steps, times=times)
-                elif op[0] in ("extend", "append"):
-                    for k, f in enumerate(frames):
-                        (w._append_checked if m == "loop" else w.append)(
-                            f, step=None if steps is None else steps[k], time=None if times is None else times[k])
-                elif op[0] == "flush":
-                    w.flush()
-                else:
-                    w.close()
-                    self.w[m] = TrajectoryWriter.open(self.paths[m], flush_every=self.flush_every, durable=False)
-                kinds[m] = None
-            except RefusalError as e:
-                kinds[m] = e.kind
-        assert kinds["loop"] == kinds["append"] == kinds["batch"], op[0]
-        self.check()
+            op = (op[0], frames, steps, times_of(data.draw, len(frames)))
+        super().run(op)
+
+    def add(self, m, w, op):
+        _, frames, steps, times = op
+        if m == "batch":
+            w.extend(frames, steps=steps, times=times)
+            return
+        for k, f in enumerate(frames):
+            (w._append_checked if m == "loop" else w.append)(
+                f, step=None if steps is None else steps[k], time=None if times is None else times[k])
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -17,6 +17,8 @@ holds an array's resolved decoders (the steps bound once per sharding codec and 
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ...errors import CorruptionError
@@ -33,7 +35,9 @@ class Decoders:
     the data type are the same objects."""
 
     def __init__(self, array):
-        self.array = array
+        # a proxy, not the array: no cycle, so an array (a reader's, its files kept open) is freed
+        # as soon as it is dropped, not at the next garbage collection
+        self.array = weakref.proxy(array)
         self.slots: dict[str, tuple] = {}
 
     def _resolved(self, slot: str, make: str, **kw):
@@ -247,6 +251,13 @@ def batch_runs(array, index: ShardIndex, jobs: list, out: np.ndarray, r_lo: int,
     return done
 
 
+#: consecutive runs of a shard's whole inner chunks decoded by one batch call: up to this many times
+#: ``plan.COALESCE_BYTES`` of stored bytes (each run still one range read).  A call's tail (one thread
+#: finishing its last piece alone) and hand-out are paid once for them: x, y, z of 1000 frames of
+#: 3000 atoms on two threads 92.5 -> 90.3 ms (zstd + crc32c copies 126.5 -> 122.1), best of 9 alternated
+GROUP_RUNS = 4
+
+
 def batch_whole(array, key: str, index: ShardIndex, out: np.ndarray, r_lo: int, r_hi: int,
                 threads: int | None) -> range:
     """The whole inner chunks of rows [r_lo, r_hi) of shard ``key`` (inner chunks spanning the
@@ -256,8 +267,9 @@ def batch_whole(array, key: str, index: ShardIndex, out: np.ndarray, r_lo: int, 
     two-thread whole-column read).  Only the plain case: an index read as written (not rebuilt),
     entries back to back in the file (as an appender lands them), bytes read whole, and a batch
     that decodes; anything else is left (from the first run that is not plain) to the general
-    path, which decodes it again and raises the error a serial read raises.  Each run is fetched
-    (one range, :func:`fetch.run`) right before it is decoded: nothing is read past a failing run."""
+    path, which decodes it again and raises the error a serial read raises.  Runs (one range read
+    each, :func:`fetch.run`) are fetched a group at a time (:data:`GROUP_RUNS`) right before the
+    group is decoded: nothing is read past a group holding a failing run."""
     if not array.indexes.as_written(key, index):
         return range(0)
     batch = array.decoders.batch()
@@ -269,23 +281,45 @@ def batch_whole(array, key: str, index: ShardIndex, out: np.ndarray, r_lo: int, 
     if entries is None:
         return range(0)
     offs, sizes = entries
-    chunk_bytes = out[:ir].nbytes
-    cuts = plan.run_cuts(offs, sizes)              # runs of entries back to back: one range read each
+    place = (out, (a * ir) - r_lo, ir, threads)
     done = 0                                       # runs are decoded in order: rows [a, a + done)
-    for lo, hi in zip(cuts, cuts[1:]):
-        if hi <= lo:
-            continue
-        got = fetch.run(array.store, key, offs[lo:hi], sizes[lo:hi])
-        if got is None:
+    for group in plan.run_groups(plan.run_cuts(offs, sizes), sizes, GROUP_RUNS * plan.COALESCE_BYTES):
+        fetched = []
+        for lo, hi in group:                       # runs of entries back to back: one range read each
+            got = fetch.run(array.store, key, offs[lo:hi], sizes[lo:hi])
+            if got is None:
+                break
+            fetched.append((lo, hi, got))
+        done = group[0][0] + _decode_runs(batch, fetched, place)
+        if done < group[-1][1]:
             break
-        pieces, segment = got
-        r0 = (a + lo) * ir - r_lo
-        dest = out[r0:r0 + (hi - lo) * ir].view()
-        try:
-            dest.shape = (hi - lo, -1)            # a view (any strides), never a copy
-        except AttributeError:
-            break
-        if not batch(pieces, dest, decode_parts(hi - lo, (hi - lo) * chunk_bytes, threads), [segment]):
-            break
-        done = hi
     return range(a, a + done)
+
+
+def _decode_runs(batch, fetched: list, place: tuple) -> int:
+    """How many inner chunks from the first of the ``fetched`` runs (``(lo, hi, (pieces, segment))``,
+    consecutive) decode into their rows (``place``: see :func:`_decode_span`): all by one batch call,
+    else (a run that does not decode) run by run up to the first that does not."""
+    if not fetched:
+        return 0
+    first, last = fetched[0][0], fetched[-1][1]
+    if len(fetched) > 1 and _decode_span(batch, [p for *_r, got in fetched for p in got[0]],
+                                         [got[1] for *_r, got in fetched], first, last, place):
+        return last - first
+    for lo, hi, (pieces, segment) in fetched:
+        if not _decode_span(batch, pieces, [segment], lo, hi, place):
+            return lo - first
+    return last - first
+
+
+def _decode_span(batch, pieces: list, layout: list, lo: int, hi: int, place: tuple) -> bool:
+    """Inner chunks ``lo .. hi - 1`` (counted from the first whole one) decoded by one batch call
+    into their rows of ``out`` (``place``: ``(out, row of the first whole chunk in out, rows a chunk,
+    threads)``)."""
+    out, r0, ir, threads = place
+    dest = out[r0 + lo * ir:r0 + hi * ir].view()
+    try:
+        dest.shape = (hi - lo, -1)                # a view (any strides), never a copy
+    except AttributeError:
+        return False
+    return batch(pieces, dest, decode_parts(hi - lo, dest.nbytes, threads), layout)

@@ -10,6 +10,8 @@ fails, the earlier copy a power loss left behind (reliability.md, "Rebuilding an
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ...errors import CorruptionError
@@ -22,7 +24,9 @@ class ShardIndexes:
     """The shard indexes of ``array`` (an :class:`~mrec.zarr.array.Array`): fetched, checked, cached."""
 
     def __init__(self, array):
-        self.array = array
+        # a proxy, not the array: no cycle, so an array (a reader's, its files kept open) is freed
+        # as soon as it is dropped, not at the next garbage collection
+        self.array = weakref.proxy(array)
         self.cache: dict[str, ShardIndex | None] = {}
         self.unverified: set[str] = set()      # shards whose index was rebuilt from verified chunks
         self.reasons: dict[str, str] = {}      # why, per shard key

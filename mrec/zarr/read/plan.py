@@ -9,9 +9,10 @@ are cases of the plan:
 * :func:`plan_rows` -- any range: the chunks (shards) it touches, each one's rows and where they go
   in the result (:class:`ChunkRead`); shards spanning every trailing axis are runs of the result's
   rows (``ReadPlan.by_shards``), any other chunking is placed cell by cell;
-* :func:`inner_rows` / :func:`plain_entries` / :func:`run_cuts` -- inside a shard: the inner chunks
-  touched, those read whole (the batch decoder's), and the runs of entries lying back to back in
-  the file, one range read each (at most :data:`COALESCE_BYTES`);
+* :func:`inner_rows` / :func:`plain_entries` / :func:`run_cuts` / :func:`run_groups` -- inside a
+  shard: the inner chunks touched, those read whole (the batch decoder's), the runs of entries
+  lying back to back in the file, one range read each (at most :data:`COALESCE_BYTES`), and the
+  groups of runs one batch call decodes;
 * :func:`prefetch_entries` / :func:`coalesce` -- the other chunks of a shard read, merged into runs;
 * :func:`ahead_end` -- how far a forward walk of whole-chunk reads fetches ahead (:data:`READ_AHEAD`);
 * :func:`together` / :func:`together_spans` -- a range several columns read by one batch call.
@@ -253,6 +254,23 @@ def run_cuts(offs: np.ndarray, sizes: np.ndarray) -> list[int]:
             lo = min(stop, lo + max(1, int(np.searchsorted(extent, COALESCE_BYTES, side="right"))))
             cuts.append(lo)
     return cuts
+
+
+def run_groups(cuts: list[int], sizes: np.ndarray, limit: int) -> list[list[tuple[int, int]]]:
+    """The runs ``cuts`` (:func:`run_cuts`) as groups of consecutive runs ``[(lo, hi), ...]``, each
+    closed once its entries hold ``limit`` bytes or more (what one batch call decodes)."""
+    groups, cur, held = [], [], 0
+    for lo, hi in zip(cuts, cuts[1:]):
+        if hi <= lo:
+            continue
+        cur.append((lo, hi))
+        held += int(sizes[lo:hi].sum())
+        if held >= limit:
+            groups.append(cur)
+            cur, held = [], 0
+    if cur:
+        groups.append(cur)
+    return groups
 
 
 def prefetch_entries(index: ShardIndex, coords: list, skip) -> list:

@@ -266,7 +266,7 @@ def read_together(arrays: list, start: int, stop: int, threads: int | None = Non
     """``[a.read(slice(start, stop)) for a in arrays]`` decoded by ONE batch-decoder call (the columns
     of a block: one hand-out of pieces to the threads instead of one per column), in the plain case
     only: frame-aligned sharded columns of one geometry, dtype and inner pipeline; the rows whole
-    inner chunks of one shard; each shard index read as written (not rebuilt) with the chunks' entries
+    inner chunks, across shards; each shard index read as written (not rebuilt) with the chunks' entries
     back to back; the bytes read whole, and every chunk decoding.  None otherwise (read each array:
     the same values, and the errors a serial read raises).  The arrays are views of one
     (arrays, rows, ...) array."""

@@ -22,7 +22,6 @@ committer thread rounds the rows (:class:`~mrec.record.trajectory.land.Unrounded
 """
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
@@ -34,16 +33,11 @@ from ..model import typed_json
 from ..model.dtypes import numpy_dtype
 from ..model.box import Box
 from ..model.frame import Frame
-from ..model.precision import round_to_precision, stack_rounded, stack_rows
+from ..model.precision import round_to_precision
 from ..model.declarations import ABSENT
 from ..model.names import check_text
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
-
-
-_ONE_TRUE, _ONE_FALSE = np.ones(1, bool), np.zeros(1, bool)
-for _a in (_ONE_TRUE, _ONE_FALSE):
-    _a.flags.writeable = False
 
 
 def _bits_equal(a: float, b: float) -> bool:
@@ -86,28 +80,6 @@ def _box_equal(a: Box, b: Box) -> bool:
     return (_same(np.asarray(a.vectors, np.float64), np.asarray(b.vectors, np.float64))
             and _same(np.asarray(a.origin, np.float64), np.asarray(b.origin, np.float64))
             and _same(np.asarray(a.boundary, bool), np.asarray(b.boundary, bool)))
-
-
-def _plain_parts(fr):
-    """(blocks, the cell as given or None) of a frame holding nothing but blocks and a box (a
-    ``Frame``, ``{"blocks": ..., "box": ...}`` or a bare blocks dict), else None."""
-    box = None
-    if type(fr) is dict:
-        if "blocks" in fr:
-            if len(fr) != 1:
-                if len(fr) != 2 or "box" not in fr:
-                    return None
-                box = fr["box"]
-            blocks = fr["blocks"]
-        else:
-            blocks = fr
-    elif isinstance(fr, Frame):
-        if fr.masks or fr.meta or fr.precision or fr.block_attrs:
-            return None
-        blocks, box = fr.blocks, fr.box
-    else:
-        return None
-    return (blocks, box) if type(blocks) is dict else None
 
 
 def target_max(decl, values: dict, masks: dict) -> dict[str, int]:

@@ -31,7 +31,7 @@ from mrec.zarr.array import Array
 from mrec.zarr.read import fetch, plan
 from mrec.zarr.stores.directory import DirectoryStore
 
-from .common import COLS, MB, Target, have, note
+from .common import COLS, Target, have, note
 from .issue16 import _blobs, _ceiling_read, _plain_copy
 from .runs import mrec_write, threads_env
 from .workloads import synthetic

@@ -193,11 +193,6 @@ def xtc_per_frame(run: MdRun, fn: Path, md_step: float = 0.0) -> float | None:
 
 # -- the targets --------------------------------------------------------------------------------------
 
-def _best(fn, n: int):
-    out = [fn() for _ in range(n)]
-    return min(out, key=lambda t: t[0] if isinstance(t, tuple) else t)
-
-
 ROUNDS = [("append", {}), ("extend", {}), ("append toy", {"toy": True}), ("extend toy", {"toy": True}),
           ("append, 2 threads", {"threads": 2}), ("extend, 2 threads", {"threads": 2}),
           ("extend, 2 threads, pipeline", {"threads": 2, "pipeline": True}),

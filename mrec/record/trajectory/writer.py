@@ -181,10 +181,11 @@ class TrajectoryWriter:
             bsteps = _aligned_values(step_it, len(batch), "steps")
             btimes = _aligned_values(time_it, len(batch), "times")
             n_given = min([len(batch), *(len(v) for v in (bsteps, btimes) if v is not None)])
+            given = batch if n_given == len(batch) else batch[:n_given]     # the frames with their steps / times
             pos = 0
             while pos < n_given:
                 self._check_workers()
-                n = self._extend_run(batch[:n_given], pos, bsteps, btimes)
+                n = self._extend_run(given, pos, bsteps, btimes)
                 if n:
                     pos += n
                 else:

@@ -166,11 +166,11 @@ class KeptFiles:
         fd = self._fd(path)
         if fd is None:
             return None
-        alive = self._finalizer
-        pread = os.pread
+        fds = self._fds                 # emptied when the session closes (a dict lookup, not the
+        pread = os.pread                # finalizer's Python property: this runs once a chunk read)
 
         def read(offset: int, length: int) -> bytes:
-            if not alive.alive:                     # closed since: by path, as any read
+            if path not in fds:                     # closed since: by path, as any read
                 return PosixFileSystem.read_range(DEFAULT_POSIX, path, offset, length)
             first = pread(fd, length, offset)
             return first if len(first) == length else _pread_all(fd, length, offset)

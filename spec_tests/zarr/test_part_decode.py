@@ -105,7 +105,8 @@ def test_frames_read_in_any_order_are_the_rows_written(stores, which, reads):
 
 
 def test_rows_of_a_chunk_are_its_decoded_rows():
-    """part_decoder's rows(lo, hi) is the slice of the whole decode, for every range."""
+    """part_decoder's rows(lo, hi) is the slice of the whole decode, for every range: a fresh,
+    writable, C-contiguous array of the chunk's trailing shape."""
     from test_read_fastpaths import _pipeline  # noqa: E402  (spec_tests is on sys.path)
     rng = np.random.default_rng(2)
     for dtype, trailing in (("float64", ()), ("float64", (3,)), ("int16", (2,))):
@@ -119,8 +120,9 @@ def test_rows_of_a_chunk_are_its_decoded_rows():
             data = part[0](raw)
             for lo in range(12):
                 for hi in range(lo + 1, 13):
-                    out = np.empty((hi - lo, *trailing), dtype)
-                    part[1](data, lo, hi, out)
+                    out = part[1](data, lo, hi)
+                    assert out.shape == (hi - lo, *trailing) and out.dtype == values.dtype
+                    assert out.flags.c_contiguous and out.flags.writeable
                     assert out.tobytes() == values[lo:hi].tobytes()
             whole = np.empty_like(values)
             part[2](data, whole)

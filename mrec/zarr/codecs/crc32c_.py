@@ -10,8 +10,8 @@ from ...errors import CorruptionError
 from .base import BytesBytesCodec
 
 
-def crc32c(data) -> int:
-    return _crc.crc32c(data)
+#: ``crc32c(data) -> int``: the C function itself (no Python frame: it runs once a chunk read)
+crc32c = _crc.crc32c
 
 
 @dataclass(frozen=True)

@@ -132,6 +132,8 @@ class ShardedAppender:
     #: a landing of at least this many inner chunks of a shard is encoded by the batch encoder
     #: (``codecs.batch.batch_encoder``: one zstandard call per part, which costs a context of its own)
     BATCH_MIN = 8
+    #: a landing of at most this many buffered bytes in more than four pieces joins them first
+    JOIN_BYTES = 1 << 20
 
     def __init__(self, array, rows: int | None = None, *, ahead: bool = False):
         sh = array.sharding
@@ -151,6 +153,7 @@ class ShardedAppender:
         self.inner_rows = sh.chunk_shape[0]
         self.grid = sh.grid(m.chunk_shape, array.name)
         self.index_size = sh.index_size(self.grid)
+        self._row_bytes = math.prod(m.shape[1:]) * m.data_type.numpy.itemsize if not m.data_type.is_string else 16
         self.rows = m.shape[0] if rows is None else int(rows)
         if not 0 <= self.rows <= m.shape[0]:
             raise MetadataError(f"cannot append after row {self.rows}: the array holds {m.shape[0]} rows", path=array.name)
@@ -459,6 +462,10 @@ class ShardedAppender:
             return []
         m = self.array.meta
         parts = ([self.tail] if self.tail is not None else []) + self.pending
+        if len(parts) > 4 and self.pending_rows * self._row_bytes <= self.JOIN_BYTES:
+            # many small pieces (a dense array's value a frame): joined once, not walked piece by
+            # piece by every range read below
+            parts = [np.concatenate(parts)]
         data = _Rows(parts)               # the rows from base on, never concatenated as a whole
         base = self.rows - (len(self.tail) if self.tail is not None else 0)
         end_row = base + len(data)

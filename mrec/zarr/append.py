@@ -132,8 +132,9 @@ class ShardedAppender:
     #: a landing of at least this many inner chunks of a shard is encoded by the batch encoder
     #: (``codecs.batch.batch_encoder``: one zstandard call per part, which costs a context of its own)
     BATCH_MIN = 8
-    #: a landing of at most this many buffered bytes in more than four pieces joins them first
-    JOIN_BYTES = 1 << 20
+    #: a landing of at most this many buffered bytes in more than four pieces joins them first (a
+    #: dense array's value a frame; a column's frames are landed from their pieces, never copied)
+    JOIN_BYTES = 64 * 1024
 
     def __init__(self, array, rows: int | None = None, *, ahead: bool = False):
         sh = array.sharding

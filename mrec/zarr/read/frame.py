@@ -4,8 +4,9 @@ A random frame of a trajectory column is the commonest read and the one whose bo
 so this case of the plan (:func:`~mrec.zarr.read.plan.locate`) is read with as little as it
 needs.  :func:`read_frame` takes, in turn:
 
-* the lean path (written out in :func:`read_frame`), in the plain case only: the shard index cached and read as written
-  (not rebuilt), the chunk not the next of a forward walk; its bytes read whole through the shard's
+* the lean path (written out in :func:`read_frame`), in the plain case only: the shard index
+  cached and read as written (not rebuilt, its entries kept as lists per shard), the chunk not the
+  next of a forward walk; its bytes read whole through the shard's
   kept descriptor and decoded in place by the fused decoder.  A whole chunk is returned as decoded
   (not cached: the next frame is the next chunk).  Part of one is inflated and only its rows
   unshuffled (the part decoder), the inflated bytes kept; the next part read of the same chunk

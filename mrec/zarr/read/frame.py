@@ -40,15 +40,15 @@ def geometry(array):
 
 class Setup:
     """The frame path's facts of one array, made once per metadata (:func:`setup`): the metadata,
-    its frame geometry (``plan.frame_geometry``) split out, the rows it holds, the in-place decoder
-    (None: no lean path), the part decoder, the inner chunk's shape and dtype, and per shard the
-    lean path's entry (:func:`_entry`)."""
+    its frame geometry (``plan.frame_geometry``; its rows an inner chunk and cell tail split out),
+    the rows it holds, the in-place decoder (None: no lean path), the part decoder, the inner
+    chunk's shape and dtype, and per shard the lean path's entry (:func:`_entry`)."""
 
-    __slots__ = ("meta", "geo", "srows", "irows", "tail", "rows", "into", "part", "chunk_shape", "dtype", "shards")
+    __slots__ = ("meta", "geo", "irows", "tail", "rows", "into", "part", "chunk_shape", "dtype", "shards")
 
     def __init__(self, array, m, geo):
         self.meta, self.geo = m, geo
-        self.srows, self.irows, self.tail = (geo[0], geo[1], geo[2]) if geo is not None else (0, 0, ())
+        self.irows, self.tail = (geo[1], geo[2]) if geo is not None else (0, ())
         self.rows = m.shape[0] if m.shape else 0
         self.into = array.decoders.into() if geo is not None else None
         self.part = array.decoders.part() if self.into is not None else None
